@@ -1,0 +1,13 @@
+//! hetsched-core: the machine model, thread observations, the `Policy` trait and the placement
+//! policies of hetsched. Nothing here calls the operating system: the simulator and the live Linux
+//! backend both feed it values and apply what it answers.
+
+pub mod cpuset;
+pub mod ids;
+pub mod machine_file;
+pub mod presets;
+pub mod topology;
+
+pub use cpuset::CpuSet;
+pub use ids::{AppId, ClassId, CoreId, LlcId, ModuleId, NodeId, ThreadId};
+pub use topology::{Cache, Core, CoreClass, Module, Node, Partition, Topology, TopologyError, TopologySpec};
