@@ -1,1 +1,66 @@
-fn main(){}
+//! The `hetsched` command. Arguments are checked before anything is built or run; errors map to
+//! exit codes: 0 success, 1 runtime failure, 2 bad input or usage (one line naming what is wrong).
+
+mod machine;
+mod topo;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Thread placement for asymmetric multicore machines: a simulator and a live Linux backend
+/// running the same policies.
+#[derive(Parser, Debug)]
+#[command(name = "hetsched", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show a machine: this one (from sysfs), a preset, or a machine file.
+    Topo(topo::TopoArgs),
+    /// List the machine presets.
+    Machines(topo::ListArgs),
+}
+
+/// Bad input: a flag, a file or a value that cannot be used. Exit code 2.
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+/// Shorthand for an exit-2 error.
+pub fn bad_input(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(BadInput(msg.into()))
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HETSCHED_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .without_time()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Topo(args) => topo::run_topo(&args),
+        Command::Machines(args) => topo::run_machines(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let code = if e.downcast_ref::<BadInput>().is_some() { 2 } else { 1 };
+            eprintln!("hetsched: {e:#}");
+            ExitCode::from(code)
+        }
+    }
+}
