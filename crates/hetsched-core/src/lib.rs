@@ -4,10 +4,18 @@
 
 pub mod cpuset;
 pub mod ids;
+pub mod input;
 pub mod machine_file;
+pub mod observe;
+pub mod policies;
+pub mod policy;
 pub mod presets;
+pub mod rng;
 pub mod topology;
 
 pub use cpuset::CpuSet;
+pub use input::InputError;
 pub use ids::{AppId, ClassId, CoreId, LlcId, ModuleId, NodeId, ThreadId};
 pub use topology::{Cache, Core, CoreClass, Module, Node, Partition, Topology, TopologyError, TopologySpec};
+pub use observe::{CoreObs, Counters, ThreadObs, ThreadState, View};
+pub use policy::{Hint, Placement, Policy};

@@ -27,18 +27,10 @@ use crate::cpuset::CpuSet;
 use crate::topology::{CacheSpec, ClassSpec, CoresSpec, GroupSpec, NodeSpec, Topology, TopologySpec};
 use serde::Deserialize;
 use std::path::Path;
-use thiserror::Error;
+use crate::input::InputError;
 
-/// A machine file that cannot be used: which file, where in it, and what is wrong. Displays as one
-/// line.
-#[derive(Debug, Error, Clone, PartialEq)]
-#[error("{source_name}: {location}{message}")]
-pub struct MachineFileError {
-    pub source_name: String,
-    /// `line N: ` or `field.path: ` (with the trailing separator), or empty.
-    pub location: String,
-    pub message: String,
-}
+/// A machine file that cannot be used (one line: file, field or line, problem).
+pub type MachineFileError = InputError;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -241,28 +233,15 @@ fn to_spec(m: FileMachine) -> Result<TopologySpec, (String, String)> {
 /// Parse and check a machine description. `source_name` names it in errors (a path or
 /// `preset NAME`).
 pub fn parse_machine(text: &str, source_name: &str) -> Result<Topology, MachineFileError> {
-    let fail = |location: String, message: String| MachineFileError {
-        source_name: source_name.to_string(),
-        location,
-        message,
-    };
-    let file: FileMachine = toml::from_str(text).map_err(|e| {
-        let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-        let first = e.message().lines().next().unwrap_or("malformed TOML").to_string();
-        fail(line.map(|l| format!("line {l}: ")).unwrap_or_default(), first)
-    })?;
-    let spec = to_spec(file).map_err(|(field, msg)| fail(format!("{field}: "), msg))?;
-    Topology::build(spec).map_err(|e| fail(format!("{}: ", e.field), e.message))
+    let file: FileMachine = toml::from_str(text).map_err(|e| InputError::from_toml(source_name, text, &e))?;
+    let spec = to_spec(file).map_err(|(field, msg)| InputError::at(source_name, &field, msg))?;
+    Topology::build(spec).map_err(|e| InputError::at(source_name, &e.field, e.message))
 }
 
 /// Read and check a machine file.
 pub fn load_machine_file(path: &Path) -> Result<Topology, MachineFileError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| MachineFileError {
-        source_name: name.clone(),
-        location: String::new(),
-        message: format!("cannot read: {e}"),
-    })?;
+    let text = std::fs::read_to_string(path).map_err(|e| InputError::unreadable(&name, &e))?;
     parse_machine(&text, &name)
 }
 

@@ -1,0 +1,122 @@
+//! What a policy observes: the `View`. Both backends fill it: the simulator from its model, the live
+//! backend from perf counters and /proc. Counters are cumulative (a policy that wants a rate keeps
+//! its previous snapshot and takes the difference, STYLE.md habit 7).
+
+use crate::cpuset::CpuSet;
+use crate::ids::{AppId, CoreId, ThreadId};
+use crate::topology::Topology;
+
+/// Scheduling state of a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadState {
+    /// On a core now.
+    Running,
+    /// Waiting in a run queue.
+    Runnable,
+    /// Sleeping or waiting at a barrier.
+    Blocked,
+    /// Gone. Its slot stays so ids remain stable.
+    Exited,
+}
+
+/// Cumulative per-thread counters, as a PMU and the kernel would show them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Counters {
+    /// Core cycles while the thread ran.
+    pub cycles: f64,
+    pub instructions: f64,
+    /// Last-level-cache misses (demand misses plus refills after migrations and switches).
+    pub llc_misses: f64,
+    /// Last-level-cache references.
+    pub llc_refs: f64,
+    /// Cycles in which the FPU was busy with this thread's work (BulldOver equation 1 uses the
+    /// complement, CYCLES_FPU_EMPTY).
+    pub fp_busy_cycles: f64,
+    /// CPU time, ns.
+    pub cpu_time_ns: f64,
+    /// Times the thread changed core.
+    pub migrations: u64,
+}
+
+impl Counters {
+    /// Instructions per cycle over the whole life, or 0.
+    pub fn ipc(&self) -> f64 {
+        if self.cycles > 0.0 {
+            self.instructions / self.cycles
+        } else {
+            0.0
+        }
+    }
+
+    /// Difference of two snapshots (self later than `earlier`).
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        Counters {
+            cycles: self.cycles - earlier.cycles,
+            instructions: self.instructions - earlier.instructions,
+            llc_misses: self.llc_misses - earlier.llc_misses,
+            llc_refs: self.llc_refs - earlier.llc_refs,
+            fp_busy_cycles: self.fp_busy_cycles - earlier.fp_busy_cycles,
+            cpu_time_ns: self.cpu_time_ns - earlier.cpu_time_ns,
+            migrations: self.migrations - earlier.migrations,
+        }
+    }
+}
+
+/// One thread as a policy sees it.
+#[derive(Clone, Debug)]
+pub struct ThreadObs {
+    pub id: ThreadId,
+    pub app: AppId,
+    pub state: ThreadState,
+    /// The core it runs on, or last ran on (or was queued on).
+    pub cpu: Option<CoreId>,
+    /// Where it may run: the user's mask intersected with the policy's last placement.
+    pub allowed: CpuSet,
+    /// The mask the user gave it; a placement never widens beyond it.
+    pub user_allowed: CpuSet,
+    pub counters: Counters,
+    /// Resident bytes per NUMA node that this thread brought in (AMPS section 2.4.2).
+    pub resident_bytes: Vec<u64>,
+    /// The data fragment the thread works on, when the application says (Pinter section 4).
+    pub data_fragment: Option<u64>,
+}
+
+/// One core as a policy sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CoreObs {
+    /// Runnable threads on the core, the running one included.
+    pub runnable: u32,
+    /// The thread running now.
+    pub current: Option<ThreadId>,
+}
+
+impl CoreObs {
+    pub fn is_idle(&self) -> bool {
+        self.current.is_none()
+    }
+}
+
+/// A read-only snapshot of the system for a policy decision.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    /// Time since the start of the run, ns.
+    pub now_ns: u64,
+    pub topology: &'a Topology,
+    /// Every thread ever started, indexed by `ThreadId`.
+    pub threads: &'a [ThreadObs],
+    /// Every core, indexed by `CoreId`.
+    pub cores: &'a [CoreObs],
+}
+
+impl<'a> View<'a> {
+    pub fn thread(&self, id: ThreadId) -> &'a ThreadObs {
+        &self.threads[id.index()]
+    }
+    pub fn core(&self, id: CoreId) -> &'a CoreObs {
+        &self.cores[id.index()]
+    }
+    /// Threads that are running or runnable.
+    pub fn live_threads(&self) -> impl Iterator<Item = &'a ThreadObs> + 'a {
+        self.threads.iter().filter(|t| matches!(t.state, ThreadState::Running | ThreadState::Runnable))
+    }
+}

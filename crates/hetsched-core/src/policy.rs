@@ -1,0 +1,64 @@
+//! The policy interface: a policy sees a [`View`] and answers with placements. It needs
+//! `rebalance` and little else to exist; the other callbacks default to doing nothing
+//! (STYLE.md habit 2). Policies make no OS calls, read no clock and draw no unseeded random number:
+//! time comes in as `View::now_ns`.
+
+use crate::cpuset::CpuSet;
+use crate::ids::{CoreId, ThreadId};
+use crate::observe::View;
+
+/// Where a thread may run from now on. The backend intersects it with the user's mask.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub thread: ThreadId,
+    pub cpus: CpuSet,
+}
+
+impl Placement {
+    pub fn new(thread: ThreadId, cpus: CpuSet) -> Self {
+        Self { thread, cpus }
+    }
+    /// Pin to one core.
+    pub fn pin(thread: ThreadId, core: CoreId) -> Self {
+        Self { thread, cpus: CpuSet::single(core) }
+    }
+}
+
+/// A hint from an application (Pinter section 4: the data fragment a thread works on next).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hint {
+    DataFragment { current: Option<u64>, next: Option<u64> },
+}
+
+/// A placement policy. The same object runs in the simulator and live.
+pub trait Policy: Send {
+    /// The CLI name (`amps`, `hass`, ...).
+    fn name(&self) -> &str;
+
+    /// How often `rebalance` is called, ns.
+    fn rebalance_period_ns(&self) -> u64 {
+        100_000_000
+    }
+
+    /// Periodic decision over the whole system.
+    fn rebalance(&mut self, view: &View<'_>, out: &mut Vec<Placement>);
+
+    /// A thread appeared. Return a placement to apply before it first runs.
+    fn on_thread_start(&mut self, _view: &View<'_>, _thread: ThreadId) -> Option<CpuSet> {
+        None
+    }
+
+    /// A thread is gone.
+    fn on_thread_exit(&mut self, _view: &View<'_>, _thread: ThreadId) {}
+
+    /// A core has nothing to run (faster-core-first policies pull here).
+    fn on_core_idle(&mut self, _view: &View<'_>, _core: CoreId, _out: &mut Vec<Placement>) {}
+
+    /// An application sent a hint about one of its threads.
+    fn on_hint(&mut self, _view: &View<'_>, _thread: ThreadId, _hint: &Hint, _out: &mut Vec<Placement>) {}
+
+    /// True for the baseline: the backend's own balancer does everything.
+    fn is_baseline(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,1134 @@
+//! The discrete-event engine.
+//!
+//! Time is in integer nanoseconds. Two kinds of things happen:
+//!
+//! 1. **Ticks**, every `quantum_ns` on every core at once (a timer interrupt at HZ): each core bills
+//!    its running thread up to now, the baseline balancer runs on its period, each core preempts
+//!    its thread if a queued thread has less virtual runtime (CFS-like), rates are recomputed from
+//!    the current contention (LLC footprints, FPU mates, page placement), and the policy's
+//!    `rebalance` runs on its period.
+//! 2. **Events** between ticks, from a priority queue ordered by (time, insertion sequence) so that
+//!    same-time events keep one order (STYLE.md habit 6): a phase ends, a sleeper wakes, an app
+//!    arrives. A core's phase-end event is only pushed when it falls before the next tick; a
+//!    stale one (the core's generation moved on) is skipped.
+//!
+//! Work is billed to the core that ran it up to every rate change (SimSo issue #12): every change
+//! of what a core runs, or of its rate, bills first.
+//!
+//! Contention lags by at most one tick: a thread's rate is fixed between ticks unless its own core
+//! changes, so a co-runner that starts mid-tick on another core slows it from the next tick.
+//!
+//! The warm-cache model: each LLC keeps a counter of bytes filled into it. A thread's data survive
+//! in an LLC of capacity C if fewer than C − footprint other bytes were filled since it last ran
+//! there (LRU stack distance), so migration to another LLC, or a long absence, costs a refill
+//! (`perf::cold_refill_ns`); shared data fragments are tracked the same way per LLC copy, and a
+//! writer invalidates the other copies (write-invalidate, Pinter section 2.1): coherence misses.
+
+use crate::baseline::{self, BalanceStats};
+use crate::metrics::{AppResult, EngineStats, GanttSegment, RunResult};
+use crate::perf::{self, CONTEXT_SWITCH_NS};
+use crate::workload::{Phase, PhaseEnd, Workload};
+use hetsched_core::rng::SeededRng;
+use hetsched_core::{
+    AppId, CoreId, CoreObs, Counters, CpuSet, Placement, Policy, ThreadId, ThreadObs, ThreadState, Topology, View,
+};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Instant;
+
+/// Run settings.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub seed: u64,
+    /// Stop at this simulated time even if work remains, ns.
+    pub duration_ns: u64,
+    /// Scheduler tick and time slice, ns.
+    pub quantum_ns: u64,
+    /// Record which thread ran where (for the Gantt chart).
+    pub record_gantt: bool,
+    /// Check the engine's invariants after every step (slow; for tests).
+    pub check_invariants: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self { seed: 1, duration_ns: 600 * NS_PER_S, quantum_ns: 4_000_000, record_gantt: false, check_invariants: false }
+    }
+}
+
+pub const NS_PER_S: u64 = 1_000_000_000;
+
+/// Minimum run time before a tick may preempt a thread: Linux's default
+/// `sched_min_granularity_ns` of 0.75 ms.
+pub const MIN_GRANULARITY_NS: u64 = 750_000;
+
+/// The baseline's periodic balance runs every this many ticks (Linux's busy balance interval on a
+/// small domain is a few ms; 2 ticks of 4 ms is 8 ms).
+pub const BALANCE_TICKS: u64 = 2;
+
+/// Most Gantt segments kept; later ones are dropped (the report says so).
+pub const GANTT_MAX_SEGMENTS: usize = 200_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    PhaseEnd { core: u32, gen: u64 },
+    Wake { thread: u32 },
+    Arrival { spec: u32, copy: u32 },
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct SimThread {
+    pub(crate) app: usize,
+    group: usize,
+    phase: usize,
+    iter: u32,
+    remaining: f64,
+    penalty_ns: f64,
+    pub(crate) vruntime: f64,
+    /// vruntime minus the core's min_vruntime when it left a queue (CFS normalisation).
+    lag: f64,
+    last_core: Option<CoreId>,
+    warm_llc: Option<usize>,
+    warm_fill: f64,
+    bytes_per_node: Vec<f64>,
+    start_ns: u64,
+    end_ns: Option<u64>,
+    ideal_ns: f64,
+    exit_after_barrier: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct SimCore {
+    pub(crate) current: Option<u32>,
+    pub(crate) queue: Vec<u32>,
+    ns_per_instr: f64,
+    cur_mpki: f64,
+    cur_fpu_slow: f64,
+    cur_ws: f64,
+    last_bill: u64,
+    dispatched_at: u64,
+    gen: u64,
+    pub(crate) min_vruntime: f64,
+    last_thread: Option<u32>,
+    llc: Option<usize>,
+    node: usize,
+    eff_ghz: f64,
+    cpi_factor: f64,
+    fpu_mates: Vec<CoreId>,
+}
+
+#[derive(Clone, Debug)]
+struct LlcState {
+    capacity: f64,
+    line: f64,
+    fill: f64,
+    sum_ws: f64,
+}
+
+#[derive(Clone, Debug)]
+struct DfState {
+    bytes: f64,
+    /// (LLC index, fill counter when the copy was last used) of each cached copy.
+    copies: Vec<(usize, f64)>,
+}
+
+#[derive(Clone, Debug)]
+struct AppInstance {
+    spec: usize,
+    copy: u32,
+    run: u32,
+    start_ns: u64,
+    live: u32,
+    arrived: u32,
+    waiting: Vec<u32>,
+    dfs: Vec<DfState>,
+    /// Bytes the instance's threads allocated, per node.
+    bytes_per_node: Vec<f64>,
+}
+
+/// One simulation of one policy on one machine and workload.
+pub struct Simulation<'a> {
+    topo: &'a Topology,
+    workload: &'a Workload,
+    policy: Box<dyn Policy>,
+    cfg: SimConfig,
+    rng: SeededRng,
+    now: u64,
+    next_tick: u64,
+    tick_no: u64,
+    next_policy_ns: u64,
+    heap: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    seq: u64,
+    pub(crate) threads: Vec<SimThread>,
+    pub(crate) obs: Vec<ThreadObs>,
+    pub(crate) cores: Vec<SimCore>,
+    pub(crate) core_obs: Vec<CoreObs>,
+    pub(crate) idle: CpuSet,
+    llcs: Vec<LlcState>,
+    latency: Vec<Vec<f64>>,
+    apps: Vec<AppInstance>,
+    /// Per spec: copies that will never run again.
+    copies_done: Vec<u32>,
+    completions: Vec<Vec<f64>>,
+    last_completion_ns: u64,
+    need_pick: Vec<u32>,
+    placements: Vec<Placement>,
+    // statistics
+    events: u64,
+    migrations: u64,
+    rejected_placements: u64,
+    policy_time: std::time::Duration,
+    llc_misses: f64,
+    gantt: Vec<GanttSegment>,
+    gantt_dropped: u64,
+    balance: BalanceStats,
+    best: BestCore,
+}
+
+/// The fastest core's parameters, for the fairness metric's "alone on the best core" time.
+#[derive(Clone, Copy, Debug)]
+struct BestCore {
+    eff_ghz: f64,
+    cpi_factor: f64,
+    llc_bytes: f64,
+    latency_ns: f64,
+}
+
+impl<'a> Simulation<'a> {
+    pub fn new(topo: &'a Topology, workload: &'a Workload, policy: Box<dyn Policy>, cfg: SimConfig) -> Self {
+        let llcs: Vec<LlcState> = (0..topo.num_llcs())
+            .map(|i| {
+                let c = topo.llc(hetsched_core::LlcId(i as u32));
+                LlcState { capacity: c.size_bytes as f64, line: c.line_bytes as f64, fill: 0.0, sum_ws: 0.0 }
+            })
+            .collect();
+        let cores: Vec<SimCore> = topo
+            .cores()
+            .iter()
+            .map(|c| {
+                let class = topo.class(c.class);
+                // A class without a clock runs at its capacity times a 2 GHz reference.
+                let eff_ghz = class.effective_ghz().unwrap_or(2.0 * class.capacity);
+                let fpu_mates = match topo.module_of(c.id) {
+                    Some(m) if m.shares_fpu => topo.module_mates(c.id),
+                    _ => Vec::new(),
+                };
+                SimCore {
+                    current: None,
+                    queue: Vec::new(),
+                    ns_per_instr: 1.0,
+                    cur_mpki: 0.0,
+                    cur_fpu_slow: 1.0,
+                    cur_ws: 0.0,
+                    last_bill: 0,
+                    dispatched_at: 0,
+                    gen: 0,
+                    min_vruntime: 0.0,
+                    last_thread: None,
+                    llc: c.llc.map(|l| l.index()),
+                    node: c.node.index(),
+                    eff_ghz,
+                    cpi_factor: class.cpi_factor,
+                    fpu_mates,
+                }
+            })
+            .collect();
+        let best_core = topo
+            .cores()
+            .iter()
+            .max_by(|a, b| {
+                let ca = &cores[a.id.index()];
+                let cb = &cores[b.id.index()];
+                (ca.eff_ghz / ca.cpi_factor).total_cmp(&(cb.eff_ghz / cb.cpi_factor))
+            })
+            .map(|c| c.id)
+            .unwrap_or(CoreId(0));
+        let bc = &cores[best_core.index()];
+        let best = BestCore {
+            eff_ghz: bc.eff_ghz,
+            cpi_factor: bc.cpi_factor,
+            llc_bytes: topo.caches().iter().map(|c| c.size_bytes).max().unwrap_or(0) as f64,
+            latency_ns: topo.nodes().iter().map(|n| n.latency_ns[n.id.index()]).fold(f64::MAX, f64::min),
+        };
+        let latency = topo.nodes().iter().map(|n| n.latency_ns.clone()).collect();
+        let n = topo.num_cores();
+        let mut sim = Simulation {
+            topo,
+            workload,
+            policy,
+            rng: SeededRng::new(cfg.seed),
+            now: 0,
+            next_tick: cfg.quantum_ns,
+            tick_no: 0,
+            next_policy_ns: 0,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            threads: Vec::new(),
+            obs: Vec::new(),
+            cores,
+            core_obs: vec![CoreObs::default(); n],
+            idle: CpuSet::all(n),
+            llcs,
+            latency,
+            apps: Vec::new(),
+            copies_done: vec![0; workload.apps.len()],
+            completions: vec![Vec::new(); workload.apps.len()],
+            last_completion_ns: 0,
+            need_pick: Vec::new(),
+            placements: Vec::new(),
+            events: 0,
+            migrations: 0,
+            rejected_placements: 0,
+            policy_time: std::time::Duration::ZERO,
+            llc_misses: 0.0,
+            gantt: Vec::new(),
+            gantt_dropped: 0,
+            balance: BalanceStats::default(),
+            best,
+            cfg,
+        };
+        sim.next_policy_ns = sim.policy.rebalance_period_ns();
+        for (si, spec) in workload.apps.iter().enumerate() {
+            for copy in 0..spec.copies {
+                sim.push(spec.arrival_ns, Event::Arrival { spec: si as u32, copy });
+            }
+        }
+        sim
+    }
+
+    fn push(&mut self, t: u64, e: Event) {
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq, e)));
+    }
+
+    fn phase_of(&self, t: usize) -> &'a Phase {
+        let th = &self.threads[t];
+        let spec = &self.workload.apps[self.apps[th.app].spec];
+        &spec.threads[th.group].phases[th.phase]
+    }
+
+    fn all_done(&self) -> bool {
+        self.copies_done.iter().zip(&self.workload.apps).all(|(&d, a)| d >= a.copies)
+    }
+
+    /// Run to the end (all work done, or the duration reached).
+    pub fn run(mut self) -> RunResult {
+        let wall = Instant::now();
+        let mut finished = self.all_done();
+        while !finished {
+            let tick = self.next_tick;
+            while let Some(Reverse((t, _, _))) = self.heap.peek() {
+                if *t > tick {
+                    break;
+                }
+                let Some(Reverse((t, _, e))) = self.heap.pop() else { break };
+                self.now = t;
+                self.handle(e);
+                self.settle();
+                if self.cfg.check_invariants {
+                    self.check_invariants();
+                }
+            }
+            if self.all_done() {
+                finished = true;
+                break;
+            }
+            self.now = tick;
+            if self.now >= self.cfg.duration_ns {
+                break;
+            }
+            self.tick();
+            self.settle();
+            if self.cfg.check_invariants {
+                self.check_invariants();
+            }
+            self.next_tick += self.cfg.quantum_ns;
+        }
+        // Bill and close what still runs.
+        for c in 0..self.cores.len() {
+            if self.cores[c].current.is_some() {
+                self.bill(c);
+                self.close_segment(c);
+            }
+        }
+        let wall_s = wall.elapsed().as_secs_f64();
+        self.result(finished, wall_s)
+    }
+
+    // ---- events ----------------------------------------------------------------------------
+
+    fn handle(&mut self, e: Event) {
+        match e {
+            Event::PhaseEnd { core, gen } => {
+                let c = core as usize;
+                if self.cores[c].gen != gen || self.cores[c].current.is_none() {
+                    return;
+                }
+                self.events += 1;
+                self.bill(c);
+                let t = self.cores[c].current.unwrap_or(0) as usize;
+                if self.threads[t].remaining > 1e-6 || self.threads[t].penalty_ns > 0.5 {
+                    self.set_rate(c);
+                    return;
+                }
+                self.finish_phase(t, c);
+            }
+            Event::Wake { thread } => {
+                self.events += 1;
+                let t = thread as usize;
+                if self.obs[t].state == ThreadState::Blocked {
+                    self.wake(t);
+                }
+            }
+            Event::Arrival { spec, copy } => {
+                self.events += 1;
+                self.start_instance(spec as usize, copy, 0);
+            }
+        }
+    }
+
+    fn start_instance(&mut self, spec_idx: usize, copy: u32, run: u32) {
+        let spec = &self.workload.apps[spec_idx];
+        let app_idx = self.apps.len();
+        self.apps.push(AppInstance {
+            spec: spec_idx,
+            copy,
+            run,
+            start_ns: self.now,
+            live: 0,
+            arrived: 0,
+            waiting: Vec::new(),
+            dfs: spec.data_fragments.iter().map(|&b| DfState { bytes: b as f64, copies: Vec::new() }).collect(),
+            bytes_per_node: vec![0.0; self.topo.nodes().len()],
+        });
+        let nodes = self.topo.nodes().len();
+        for (g, group) in spec.threads.iter().enumerate() {
+            for _ in 0..group.count {
+                let id = self.threads.len();
+                self.threads.push(SimThread {
+                    app: app_idx,
+                    group: g,
+                    phase: 0,
+                    iter: 0,
+                    remaining: group.phases[0].instructions,
+                    penalty_ns: 0.0,
+                    vruntime: 0.0,
+                    lag: 0.0,
+                    last_core: None,
+                    warm_llc: None,
+                    warm_fill: 0.0,
+                    bytes_per_node: vec![0.0; nodes],
+                    start_ns: self.now,
+                    end_ns: None,
+                    ideal_ns: 0.0,
+                    exit_after_barrier: false,
+                });
+                let all = self.topo.all_cores();
+                self.obs.push(ThreadObs {
+                    id: ThreadId(id as u32),
+                    app: AppId(app_idx as u32),
+                    state: ThreadState::Blocked,
+                    cpu: None,
+                    allowed: all.clone(),
+                    user_allowed: all,
+                    counters: Counters::default(),
+                    resident_bytes: vec![0; nodes],
+                    data_fragment: group.phases[0].data_fragment.map(|d| d as u64),
+                });
+                self.apps[app_idx].live += 1;
+                // The policy may restrict the thread before it first runs.
+                let t0 = Instant::now();
+                let placed = {
+                    let view = View { now_ns: self.now, topology: self.topo, threads: &self.obs, cores: &self.core_obs };
+                    self.policy.on_thread_start(&view, ThreadId(id as u32))
+                };
+                self.policy_time += t0.elapsed();
+                if let Some(set) = placed {
+                    let allowed = set.intersection(&self.obs[id].user_allowed);
+                    if allowed.is_empty() {
+                        self.rejected_placements += 1;
+                    } else {
+                        self.obs[id].allowed = allowed;
+                    }
+                }
+                let core = baseline::place_new(self, id);
+                self.enqueue(id, core);
+            }
+        }
+    }
+
+    fn finish_phase(&mut self, t: usize, c: usize) {
+        let phase = self.phase_of(t);
+        let spec = &self.workload.apps[self.apps[self.threads[t].app].spec];
+        let group = &spec.threads[self.threads[t].group];
+        // Advance the phase pointer.
+        let th = &mut self.threads[t];
+        let mut last = false;
+        loop {
+            th.phase += 1;
+            if th.phase == group.phases.len() {
+                th.phase = 0;
+                th.iter += 1;
+                if th.iter >= group.repeat {
+                    last = true;
+                    break;
+                }
+            }
+            // `once` phases run only in the first pass.
+            if th.iter == 0 || !group.phases[th.phase].once {
+                break;
+            }
+        }
+        match (&phase.end, last) {
+            (PhaseEnd::Barrier, _) => {
+                self.threads[t].exit_after_barrier = last;
+                if !last {
+                    self.load_phase(t, c);
+                }
+                self.arrive_barrier(t, c);
+            }
+            (_, true) => self.exit_thread(t, c),
+            (PhaseEnd::Next, false) => {
+                self.load_phase(t, c);
+                self.set_rate(c);
+            }
+            (PhaseEnd::Sleep { ns }, false) => {
+                let ns = *ns;
+                self.load_phase(t, c);
+                self.block(c);
+                self.push(self.now + ns, Event::Wake { thread: t as u32 });
+            }
+        }
+    }
+
+    /// Load the thread's new current phase while it runs on `c`.
+    fn load_phase(&mut self, t: usize, c: usize) {
+        let phase = self.phase_of(t);
+        self.threads[t].remaining = phase.instructions;
+        self.obs[t].data_fragment = phase.data_fragment.map(|d| d as u64);
+        // Footprint change on the LLC.
+        if let Some(l) = self.cores[c].llc {
+            let ws = (phase.miss.working_set_bytes() as f64).min(self.llcs[l].capacity);
+            self.llcs[l].sum_ws += ws - self.cores[c].cur_ws;
+            self.cores[c].cur_ws = ws;
+        }
+        // A new data fragment may be cold.
+        if phase.data_fragment.is_some() {
+            let pen = self.df_refill(t, c);
+            self.threads[t].penalty_ns += pen;
+        }
+    }
+
+    fn arrive_barrier(&mut self, t: usize, c: usize) {
+        let a = self.threads[t].app;
+        self.apps[a].arrived += 1;
+        if self.apps[a].arrived >= self.apps[a].live {
+            self.release_barrier(a);
+            if self.threads[t].exit_after_barrier {
+                self.exit_thread(t, c);
+            } else {
+                self.set_rate(c);
+            }
+        } else {
+            self.apps[a].waiting.push(t as u32);
+            self.block(c);
+        }
+    }
+
+    fn release_barrier(&mut self, a: usize) {
+        self.apps[a].arrived = 0;
+        let waiting = std::mem::take(&mut self.apps[a].waiting);
+        for w in waiting {
+            let w = w as usize;
+            if self.threads[w].exit_after_barrier {
+                self.finish_exit(w);
+            } else {
+                self.wake(w);
+            }
+        }
+    }
+
+    /// The running thread on `c` blocks (sleep or barrier).
+    fn block(&mut self, c: usize) {
+        let t = self.undispatch(c);
+        self.obs[t].state = ThreadState::Blocked;
+        self.threads[t].lag = self.threads[t].vruntime - self.cores[c].min_vruntime;
+        self.need_pick.push(c as u32);
+    }
+
+    fn wake(&mut self, t: usize) {
+        let core = baseline::place_wake(self, t);
+        self.enqueue(t, core);
+    }
+
+    fn exit_thread(&mut self, t: usize, c: usize) {
+        self.undispatch(c);
+        self.need_pick.push(c as u32);
+        self.finish_exit(t);
+    }
+
+    /// Bookkeeping of a thread that is off every core and queue.
+    fn finish_exit(&mut self, t: usize) {
+        self.obs[t].state = ThreadState::Exited;
+        self.threads[t].end_ns = Some(self.now);
+        let t0 = Instant::now();
+        {
+            let view = View { now_ns: self.now, topology: self.topo, threads: &self.obs, cores: &self.core_obs };
+            self.policy.on_thread_exit(&view, ThreadId(t as u32));
+        }
+        self.policy_time += t0.elapsed();
+        let a = self.threads[t].app;
+        self.apps[a].live -= 1;
+        if self.apps[a].live > 0 && self.apps[a].arrived > 0 && self.apps[a].arrived >= self.apps[a].live {
+            // Everyone left is waiting: the exit completes the barrier.
+            let waiting = std::mem::take(&mut self.apps[a].waiting);
+            self.apps[a].arrived = 0;
+            for w in waiting {
+                let w = w as usize;
+                if self.threads[w].exit_after_barrier {
+                    self.finish_exit(w);
+                } else {
+                    self.wake(w);
+                }
+            }
+        }
+        if self.apps[a].live == 0 {
+            self.complete_instance(a);
+        }
+    }
+
+    fn complete_instance(&mut self, a: usize) {
+        let inst = &self.apps[a];
+        let spec = &self.workload.apps[inst.spec];
+        let (spec_idx, copy, run) = (inst.spec, inst.copy, inst.run);
+        self.completions[spec_idx].push((self.now - inst.start_ns) as f64 / NS_PER_S as f64);
+        self.last_completion_ns = self.now;
+        let again = spec.restart && spec.runs.is_none_or(|r| run + 1 < r);
+        if again {
+            self.start_instance(spec_idx, copy, run + 1);
+        } else {
+            self.copies_done[spec_idx] += 1;
+        }
+    }
+
+    // ---- cores -----------------------------------------------------------------------------
+
+    /// Put a runnable thread on a core's queue.
+    pub(crate) fn enqueue(&mut self, t: usize, c: usize) {
+        let core = CoreId(c as u32);
+        if let Some(last) = self.threads[t].last_core {
+            if last != core {
+                self.migrations += 1;
+                self.obs[t].counters.migrations += 1;
+            }
+        }
+        self.threads[t].last_core = Some(core);
+        // CFS: a thread joins at the queue's min_vruntime plus its lag, with at most one quantum
+        // of credit for having slept.
+        let lag = self.threads[t].lag.max(-(self.cfg.quantum_ns as f64));
+        self.threads[t].vruntime = self.cores[c].min_vruntime + lag;
+        self.obs[t].state = ThreadState::Runnable;
+        self.obs[t].cpu = Some(core);
+        self.cores[c].queue.push(t as u32);
+        self.core_obs[c].runnable += 1;
+        if self.cores[c].current.is_none() {
+            self.need_pick.push(c as u32);
+        }
+    }
+
+    /// Take a queued (not running) thread off its core's queue.
+    pub(crate) fn dequeue_waiting(&mut self, t: usize, c: usize) {
+        if let Some(pos) = self.cores[c].queue.iter().position(|&x| x as usize == t) {
+            self.cores[c].queue.swap_remove(pos);
+            self.core_obs[c].runnable -= 1;
+            self.threads[t].lag = self.threads[t].vruntime - self.cores[c].min_vruntime;
+        }
+    }
+
+    /// Start running `t` (already counted in the core's runnable) on idle core `c`.
+    fn dispatch(&mut self, c: usize, t: usize) {
+        debug_assert!(self.cores[c].current.is_none());
+        self.cores[c].current = Some(t as u32);
+        self.cores[c].last_bill = self.now;
+        self.cores[c].dispatched_at = self.now;
+        self.core_obs[c].current = Some(ThreadId(t as u32));
+        self.idle.remove(CoreId(c as u32));
+        self.obs[t].state = ThreadState::Running;
+        self.obs[t].cpu = Some(CoreId(c as u32));
+        let mut penalty = 0.0;
+        if self.cores[c].last_thread != Some(t as u32) {
+            penalty += CONTEXT_SWITCH_NS;
+        }
+        self.cores[c].last_thread = Some(t as u32);
+        let phase = self.phase_of(t);
+        if let Some(l) = self.cores[c].llc {
+            let cap = self.llcs[l].capacity;
+            let ws = (phase.miss.working_set_bytes() as f64).min(cap);
+            let surviving = if self.threads[t].warm_llc == Some(l) {
+                ws.min((cap - (self.llcs[l].fill - self.threads[t].warm_fill)).max(0.0))
+            } else {
+                0.0
+            };
+            let missing = ws - surviving;
+            let lat = self.mem_latency(t, c);
+            penalty += perf::cold_refill_ns(missing, self.llcs[l].line, lat);
+            self.note_fill(t, l, missing);
+            self.llcs[l].sum_ws += ws;
+            self.cores[c].cur_ws = ws;
+        }
+        if phase.data_fragment.is_some() {
+            penalty += self.df_refill(t, c);
+        }
+        self.threads[t].penalty_ns += penalty;
+        self.set_rate(c);
+    }
+
+    /// Record `bytes` brought into LLC `l` on behalf of thread `t`.
+    fn note_fill(&mut self, t: usize, l: usize, bytes: f64) {
+        if bytes <= 0.0 {
+            return;
+        }
+        self.llcs[l].fill += bytes;
+        let lines = bytes / self.llcs[l].line;
+        self.obs[t].counters.llc_misses += lines;
+        self.llc_misses += lines;
+    }
+
+    /// Refill cost of the thread's current data fragment on core `c`'s LLC, and the coherence
+    /// bookkeeping (a writer invalidates other copies).
+    fn df_refill(&mut self, t: usize, c: usize) -> f64 {
+        let phase = self.phase_of(t);
+        let (Some(d), Some(l)) = (phase.data_fragment, self.cores[c].llc) else { return 0.0 };
+        let a = self.threads[t].app;
+        let cap = self.llcs[l].capacity;
+        let fill = self.llcs[l].fill;
+        let df = &mut self.apps[a].dfs[d];
+        let bytes = df.bytes.min(cap);
+        let surviving = match df.copies.iter().find(|(ll, _)| *ll == l) {
+            Some(&(_, at)) => bytes.min((cap - (fill - at)).max(0.0)),
+            None => 0.0,
+        };
+        let missing = bytes - surviving;
+        df.copies.retain(|(ll, _)| *ll != l);
+        if phase.df_writes {
+            df.copies.clear();
+        }
+        df.copies.push((l, fill + missing));
+        let lat = self.mem_latency(t, c);
+        self.note_fill(t, l, missing);
+        perf::cold_refill_ns(missing, self.llcs[l].line, lat)
+    }
+
+    /// Stop the running thread on `c`, billing it first. Returns it.
+    fn undispatch(&mut self, c: usize) -> usize {
+        self.bill(c);
+        self.close_segment(c);
+        let t = self.cores[c].current.take().unwrap_or(0) as usize;
+        self.core_obs[c].current = None;
+        self.core_obs[c].runnable -= 1;
+        self.idle.insert(CoreId(c as u32));
+        self.cores[c].gen += 1;
+        if let Some(l) = self.cores[c].llc {
+            self.llcs[l].sum_ws -= self.cores[c].cur_ws;
+            self.threads[t].warm_llc = Some(l);
+            self.threads[t].warm_fill = self.llcs[l].fill;
+            // Data-fragment copy stays warm from now.
+            if let Some(d) = self.phase_of(t).data_fragment {
+                let a = self.threads[t].app;
+                let fill = self.llcs[l].fill;
+                if let Some(copy) = self.apps[a].dfs[d].copies.iter_mut().find(|(ll, _)| *ll == l) {
+                    copy.1 = fill;
+                }
+            }
+        }
+        self.cores[c].cur_ws = 0.0;
+        t
+    }
+
+    fn close_segment(&mut self, c: usize) {
+        if !self.cfg.record_gantt {
+            return;
+        }
+        let Some(t) = self.cores[c].current else { return };
+        let start = self.cores[c].dispatched_at;
+        if self.now <= start {
+            return;
+        }
+        if let Some(last) = self.gantt.last_mut() {
+            if last.core == c as u32 && last.thread == t && last.end_ns == start {
+                last.end_ns = self.now;
+                return;
+            }
+        }
+        if self.gantt.len() >= GANTT_MAX_SEGMENTS {
+            self.gantt_dropped += 1;
+            return;
+        }
+        let app = self.threads[t as usize].app;
+        self.gantt.push(GanttSegment {
+            core: c as u32,
+            thread: t,
+            app: self.workload.apps[self.apps[app].spec].name.clone(),
+            start_ns: start,
+            end_ns: self.now,
+        });
+    }
+
+    /// Average memory latency for thread `t` running on core `c`.
+    fn mem_latency(&self, t: usize, c: usize) -> f64 {
+        let node = self.cores[c].node;
+        let row = &self.latency[node];
+        if row.len() == 1 {
+            return row[0];
+        }
+        let own = &self.threads[t].bytes_per_node;
+        if own.iter().any(|&b| b > 0.0) {
+            return perf::weighted_latency(own, row, node);
+        }
+        // A thread that allocated nothing reads its app's memory.
+        perf::weighted_latency(&self.apps[self.threads[t].app].bytes_per_node, row, node)
+    }
+
+    /// Bill the running thread of `c` up to now.
+    fn bill(&mut self, c: usize) {
+        let Some(t) = self.cores[c].current else { return };
+        let t = t as usize;
+        let dt = (self.now - self.cores[c].last_bill) as f64;
+        if dt <= 0.0 {
+            return;
+        }
+        self.cores[c].last_bill = self.now;
+        let core = &self.cores[c];
+        let (eff_ghz, ns_per_instr, mpki, cpi_factor) = (core.eff_ghz, core.ns_per_instr, core.cur_mpki, core.cpi_factor);
+        let phase = self.phase_of(t);
+        let th = &mut self.threads[t];
+        let pen = dt.min(th.penalty_ns);
+        th.penalty_ns -= pen;
+        let instr = ((dt - pen) / ns_per_instr).min(th.remaining);
+        th.remaining -= instr;
+        th.vruntime += dt;
+        th.ideal_ns += instr * ideal_ns_per_instr(phase, &self.best);
+        let cnt = &mut self.obs[t].counters;
+        cnt.cycles += dt * eff_ghz;
+        cnt.instructions += instr;
+        cnt.cpu_time_ns += dt;
+        cnt.fp_busy_cycles += instr * phase.cpi * cpi_factor * phase.fp_fraction;
+        cnt.llc_refs += instr * phase.miss.mpki(0.0) / 1000.0;
+        let misses = instr * mpki / 1000.0;
+        if let Some(l) = self.cores[c].llc {
+            let bytes = misses * self.llcs[l].line;
+            self.note_fill(t, l, bytes);
+        } else {
+            self.obs[t].counters.llc_misses += misses;
+            self.llc_misses += misses;
+        }
+        if phase.alloc_bytes > 0 {
+            let b = instr / phase.instructions * phase.alloc_bytes as f64;
+            let node = self.cores[c].node;
+            self.threads[t].bytes_per_node[node] += b;
+            let a = self.threads[t].app;
+            self.apps[a].bytes_per_node[node] += b;
+            self.obs[t].resident_bytes[node] = self.threads[t].bytes_per_node[node] as u64;
+        }
+        // min_vruntime: the smallest of the running and queued threads, never decreasing.
+        let mut m = self.threads[t].vruntime;
+        for &q in &self.cores[c].queue {
+            m = m.min(self.threads[q as usize].vruntime);
+        }
+        if m > self.cores[c].min_vruntime {
+            self.cores[c].min_vruntime = m;
+        }
+    }
+
+    /// Recompute the running thread's rate on `c` and schedule its phase end if it falls before the
+    /// next tick.
+    fn set_rate(&mut self, c: usize) {
+        let Some(t) = self.cores[c].current else { return };
+        let t = t as usize;
+        let phase = self.phase_of(t);
+        let core = &self.cores[c];
+        let mpki = match core.llc {
+            Some(l) => {
+                let st = &self.llcs[l];
+                phase.miss.mpki(perf::llc_share(core.cur_ws, st.sum_ws, st.capacity))
+            }
+            None => phase.miss.mpki(0.0),
+        };
+        let mut fpu_slow = 1.0;
+        if phase.fp_fraction > 0.0 {
+            let mates_fp: f64 = core
+                .fpu_mates
+                .iter()
+                .filter_map(|m| self.cores[m.index()].current)
+                .map(|o| self.phase_of(o as usize).fp_fraction)
+                .sum();
+            fpu_slow = perf::fpu_slowdown(phase.fp_fraction, mates_fp.min(1.0));
+        }
+        let lat = self.mem_latency(t, c);
+        let ns = perf::ns_per_instruction(phase.cpi, core.cpi_factor, core.eff_ghz, fpu_slow, mpki, lat);
+        let core = &mut self.cores[c];
+        core.ns_per_instr = ns;
+        core.cur_mpki = mpki;
+        core.cur_fpu_slow = fpu_slow;
+        core.gen += 1;
+        let th = &self.threads[t];
+        let end = self.now as f64 + th.penalty_ns + th.remaining * ns;
+        if end <= self.next_tick as f64 {
+            let gen = core.gen;
+            self.push(end.ceil() as u64, Event::PhaseEnd { core: c as u32, gen });
+        }
+    }
+
+    /// Give every core that needs it a thread, calling the balancer and the policy for idle ones.
+    fn settle(&mut self) {
+        let mut notified = CpuSet::new();
+        while let Some(c) = self.need_pick.pop() {
+            let c = c as usize;
+            if self.cores[c].current.is_some() {
+                continue;
+            }
+            if self.cores[c].queue.is_empty() {
+                baseline::newidle_pull(self, c);
+            }
+            if self.cores[c].queue.is_empty() && !notified.contains(CoreId(c as u32)) {
+                notified.insert(CoreId(c as u32));
+                let mut out = std::mem::take(&mut self.placements);
+                out.clear();
+                let t0 = Instant::now();
+                {
+                    let view = View { now_ns: self.now, topology: self.topo, threads: &self.obs, cores: &self.core_obs };
+                    self.policy.on_core_idle(&view, CoreId(c as u32), &mut out);
+                }
+                self.policy_time += t0.elapsed();
+                for p in out.drain(..) {
+                    self.apply_placement(p);
+                }
+                self.placements = out;
+            }
+            if self.cores[c].current.is_none() {
+                if let Some(t) = self.pick_next(c) {
+                    self.dispatch(c, t);
+                }
+            }
+        }
+    }
+
+    /// Remove the queued thread with the least virtual runtime (ties: lowest id).
+    fn pick_next(&mut self, c: usize) -> Option<usize> {
+        let q = &self.cores[c].queue;
+        let (pos, _) = q.iter().enumerate().min_by(|(_, &a), (_, &b)| {
+            self.threads[a as usize].vruntime.total_cmp(&self.threads[b as usize].vruntime).then(a.cmp(&b))
+        })?;
+        let t = self.cores[c].queue.swap_remove(pos) as usize;
+        Some(t)
+    }
+
+    /// Apply a policy placement: restrict the thread, moving it if it is outside its new set.
+    pub(crate) fn apply_placement(&mut self, p: Placement) {
+        let t = p.thread.index();
+        if t >= self.obs.len() || self.obs[t].state == ThreadState::Exited {
+            return;
+        }
+        let allowed = p.cpus.intersection(&self.obs[t].user_allowed);
+        if allowed.is_empty() {
+            self.rejected_placements += 1;
+            return;
+        }
+        if allowed == self.obs[t].allowed {
+            return;
+        }
+        self.obs[t].allowed = allowed;
+        let Some(cpu) = self.obs[t].cpu else { return };
+        if self.obs[t].allowed.contains(cpu) {
+            return;
+        }
+        let c = cpu.index();
+        match self.obs[t].state {
+            ThreadState::Running => {
+                self.undispatch(c);
+                self.threads[t].lag = self.threads[t].vruntime - self.cores[c].min_vruntime;
+                self.need_pick.push(c as u32);
+                let dest = baseline::place_wake(self, t);
+                self.enqueue(t, dest);
+            }
+            ThreadState::Runnable => {
+                self.dequeue_waiting(t, c);
+                let dest = baseline::place_wake(self, t);
+                self.enqueue(t, dest);
+            }
+            _ => {}
+        }
+    }
+
+    // ---- ticks -----------------------------------------------------------------------------
+
+    fn tick(&mut self) {
+        self.tick_no += 1;
+        for c in 0..self.cores.len() {
+            if self.cores[c].current.is_some() {
+                self.bill(c);
+                self.events += 1;
+            }
+        }
+        if self.tick_no % BALANCE_TICKS == 0 {
+            baseline::periodic_balance(self);
+        }
+        for c in 0..self.cores.len() {
+            let Some(cur) = self.cores[c].current else { continue };
+            let cur = cur as usize;
+            if !self.cores[c].queue.is_empty() && self.now - self.cores[c].dispatched_at >= MIN_GRANULARITY_NS {
+                let min_q = self.cores[c]
+                    .queue
+                    .iter()
+                    .map(|&q| self.threads[q as usize].vruntime)
+                    .fold(f64::MAX, f64::min);
+                if min_q < self.threads[cur].vruntime {
+                    // Preempt: back to the same queue, keeping its vruntime.
+                    self.undispatch(c);
+                    self.obs[cur].state = ThreadState::Runnable;
+                    self.cores[c].queue.push(cur as u32);
+                    self.core_obs[c].runnable += 1;
+                    if let Some(t) = self.pick_next(c) {
+                        self.dispatch(c, t);
+                    }
+                    continue;
+                }
+            }
+            self.set_rate(c);
+        }
+        if self.now >= self.next_policy_ns {
+            let period = self.policy.rebalance_period_ns().max(self.cfg.quantum_ns);
+            self.next_policy_ns = self.now.saturating_add(period);
+            let mut out = std::mem::take(&mut self.placements);
+            out.clear();
+            let t0 = Instant::now();
+            {
+                let view = View { now_ns: self.now, topology: self.topo, threads: &self.obs, cores: &self.core_obs };
+                self.policy.rebalance(&view, &mut out);
+            }
+            self.policy_time += t0.elapsed();
+            for p in out.drain(..) {
+                self.apply_placement(p);
+            }
+            self.placements = out;
+        }
+    }
+
+    // ---- invariants and results ------------------------------------------------------------
+
+    /// Panics when an invariant is broken: a thread on two cores, a runnable count that disagrees
+    /// with the queues, or an idle core while a thread waits that may run on it.
+    pub(crate) fn check_invariants(&self) {
+        let mut seen = vec![0u32; self.threads.len()];
+        for (c, core) in self.cores.iter().enumerate() {
+            let n = core.queue.len() as u32 + core.current.is_some() as u32;
+            assert_eq!(n, self.core_obs[c].runnable, "core {c} runnable count");
+            if let Some(t) = core.current {
+                seen[t as usize] += 1;
+                assert_eq!(self.obs[t as usize].state, ThreadState::Running);
+                assert_eq!(self.obs[t as usize].cpu, Some(CoreId(c as u32)));
+            }
+            for &t in &core.queue {
+                seen[t as usize] += 1;
+                assert_eq!(self.obs[t as usize].state, ThreadState::Runnable, "thread {t} queued on {c}");
+            }
+        }
+        for (t, &s) in seen.iter().enumerate() {
+            assert!(s <= 1, "thread {t} is on {s} cores/queues");
+            let st = self.obs[t].state;
+            if matches!(st, ThreadState::Running | ThreadState::Runnable) {
+                assert_eq!(s, 1, "thread {t} is {st:?} but on no core");
+            }
+        }
+        for c in self.idle.iter() {
+            for core in &self.cores {
+                for &t in &core.queue {
+                    assert!(
+                        !self.obs[t as usize].allowed.contains(c),
+                        "core {c} idle while thread {t} waits and may run there (t={})",
+                        self.now
+                    );
+                }
+            }
+        }
+    }
+
+    fn result(&self, finished: bool, wall_s: f64) -> RunResult {
+        let apps = self
+            .workload
+            .apps
+            .iter()
+            .zip(&self.completions)
+            .map(|(spec, times)| AppResult {
+                name: spec.name.clone(),
+                completion_s: if times.is_empty() { None } else { Some(times.iter().sum::<f64>() / times.len() as f64) },
+                completions: times.len() as u64,
+                completion_times_s: times.clone(),
+            })
+            .collect();
+        // Fairness: coefficient of variation of per-thread normalised progress (work done, in time
+        // it would take alone on the fastest core, over time alive).
+        let rates: Vec<f64> = self
+            .threads
+            .iter()
+            .filter_map(|t| {
+                let end = t.end_ns.unwrap_or(self.now);
+                let alive = end.saturating_sub(t.start_ns) as f64;
+                (alive > 0.0).then(|| t.ideal_ns / alive)
+            })
+            .collect();
+        let fairness = coefficient_of_variation(&rates);
+        let makespan_ns = if finished { self.last_completion_ns } else { self.now };
+        RunResult {
+            policy: self.policy.name().to_string(),
+            seed: self.cfg.seed,
+            finished,
+            makespan_s: makespan_ns as f64 / NS_PER_S as f64,
+            apps,
+            migrations: self.migrations,
+            fairness,
+            llc_misses: self.llc_misses,
+            policy_cpu_s: self.policy_time.as_secs_f64(),
+            rejected_placements: self.rejected_placements,
+            threads: self.threads.len() as u64,
+            gantt: if self.cfg.record_gantt { Some(self.gantt.clone()) } else { None },
+            gantt_dropped: self.gantt_dropped,
+            engine: EngineStats {
+                events: self.events,
+                wall_s,
+                events_per_s: if wall_s > 0.0 { self.events as f64 / wall_s } else { 0.0 },
+                simulated_s: self.now as f64 / NS_PER_S as f64,
+            },
+            balance_moves: self.balance.moves,
+        }
+    }
+
+    pub(crate) fn rng(&mut self) -> &mut SeededRng {
+        &mut self.rng
+    }
+    pub(crate) fn balance_stats(&mut self) -> &mut BalanceStats {
+        &mut self.balance
+    }
+    pub(crate) fn topology(&self) -> &'a Topology {
+        self.topo
+    }
+}
+
+/// Time per instruction of a phase alone on the fastest core with the whole LLC and local memory.
+fn ideal_ns_per_instr(phase: &Phase, best: &BestCore) -> f64 {
+    let share = (phase.miss.working_set_bytes() as f64).min(best.llc_bytes);
+    perf::ns_per_instruction(phase.cpi, best.cpi_factor, best.eff_ghz, 1.0, phase.miss.mpki(share), best.latency_ns)
+}
+
+/// Standard deviation over mean, or 0 for fewer than two values.
+pub fn coefficient_of_variation(v: &[f64]) -> f64 {
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    if mean == 0.0 {
+        return 0.0;
+    }
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
+    var.sqrt() / mean
+}

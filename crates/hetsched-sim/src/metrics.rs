@@ -1,0 +1,73 @@
+//! Results of a run, as typed structs with a description on every field (STYLE.md habit 7).
+
+use serde::Serialize;
+
+/// One app (workload entry) in one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct AppResult {
+    /// The app's name in the workload.
+    pub name: String,
+    /// Mean wall time from start to exit of a completed instance, s (None: none completed).
+    pub completion_s: Option<f64>,
+    /// Instances that completed.
+    pub completions: u64,
+    /// Every completion time, in completion order, s.
+    #[serde(skip_serializing)]
+    pub completion_times_s: Vec<f64>,
+}
+
+/// How fast the engine ran.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct EngineStats {
+    /// Events processed: phase ends, wake-ups, arrivals, and one quantum expiry per busy core per tick.
+    pub events: u64,
+    /// Wall-clock time of the run, s.
+    pub wall_s: f64,
+    /// events / wall_s.
+    pub events_per_s: f64,
+    /// Simulated time reached, s.
+    pub simulated_s: f64,
+}
+
+/// One thread's stretch on one core.
+#[derive(Clone, Debug, Serialize)]
+pub struct GanttSegment {
+    pub core: u32,
+    pub thread: u32,
+    pub app: String,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// One policy on one machine, workload and seed.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    /// Policy name.
+    pub policy: String,
+    pub seed: u64,
+    /// True when all work finished before the duration limit.
+    pub finished: bool,
+    /// Time at which the last finite app completed (or the duration, if unfinished), s.
+    pub makespan_s: f64,
+    pub apps: Vec<AppResult>,
+    /// Times a thread changed core.
+    pub migrations: u64,
+    /// Coefficient of variation of per-thread progress rate (work done, measured as time alone on
+    /// the fastest core, over time alive); lower is fairer.
+    pub fairness: f64,
+    /// LLC misses, all threads (demand misses plus refills).
+    pub llc_misses: f64,
+    /// Wall time spent inside the policy's callbacks, s.
+    pub policy_cpu_s: f64,
+    /// Placements ignored because they left a thread no core of its user mask.
+    pub rejected_placements: u64,
+    /// Threads created.
+    pub threads: u64,
+    /// Threads moved by the baseline balancer.
+    pub balance_moves: u64,
+    #[serde(skip_serializing)]
+    pub gantt: Option<Vec<GanttSegment>>,
+    #[serde(skip_serializing)]
+    pub gantt_dropped: u64,
+    pub engine: EngineStats,
+}

@@ -1,0 +1,71 @@
+//! Workload presets: workload files compiled into the binary (`presets/*.toml`). Each behaves like a
+//! paper's benchmark and says so in its name (`-like`); none claims to be the benchmark.
+
+use crate::workload::Workload;
+use hetsched_core::{InputError, Topology};
+
+/// (name, workload file text), in the order `hetsched workloads` lists them.
+pub const WORKLOAD_PRESETS: &[(&str, &str)] = &[
+    ("mixed-default", include_str!("../presets/mixed-default.toml")),
+    ("omp-ammp-like", include_str!("../presets/omp-ammp-like.toml")),
+    ("omp-swim-like", include_str!("../presets/omp-swim-like.toml")),
+    ("omp-equake-like", include_str!("../presets/omp-equake-like.toml")),
+    ("omp-mgrid-like", include_str!("../presets/omp-mgrid-like.toml")),
+    ("make-like", include_str!("../presets/make-like.toml")),
+    ("jbb-like", include_str!("../presets/jbb-like.toml")),
+    ("ogg-like", include_str!("../presets/ogg-like.toml")),
+    ("hass-hh-like", include_str!("../presets/hass-hh-like.toml")),
+    ("hass-mh-like", include_str!("../presets/hass-mh-like.toml")),
+    ("hass-lh-like", include_str!("../presets/hass-lh-like.toml")),
+    ("art-like", include_str!("../presets/art-like.toml")),
+    ("crafty-like", include_str!("../presets/crafty-like.toml")),
+    ("equake-like", include_str!("../presets/equake-like.toml")),
+    ("fma3d-like", include_str!("../presets/fma3d-like.toml")),
+    ("mcf-like", include_str!("../presets/mcf-like.toml")),
+    ("sixtrack-like", include_str!("../presets/sixtrack-like.toml")),
+    ("twolf-like", include_str!("../presets/twolf-like.toml")),
+    ("vortex-like", include_str!("../presets/vortex-like.toml")),
+    ("wupwise-like", include_str!("../presets/wupwise-like.toml")),
+    ("scale-16k", include_str!("../presets/scale-16k.toml")),
+];
+
+/// The workload `hetsched simulate` runs with no arguments.
+pub const DEFAULT_WORKLOAD: &str = "mixed-default";
+
+/// Names of every workload preset.
+pub fn workload_names() -> impl Iterator<Item = &'static str> {
+    WORKLOAD_PRESETS.iter().map(|(n, _)| *n)
+}
+
+/// A workload preset resolved against a machine; `None` when no preset has that name.
+pub fn workload_preset(name: &str, topology: &Topology) -> Option<Result<Workload, InputError>> {
+    WORKLOAD_PRESETS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(n, text)| Workload::parse(text, &format!("preset {n}"), topology))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetsched_core::presets::machine_preset;
+
+    #[test]
+    fn every_preset_resolves_on_every_paper_machine() {
+        for m in ["amps-smp", "amps-numa-1", "hass-amd-12-4", "bulldover", "pinter-smp", "ding-4f12s"] {
+            let topo = machine_preset(m).unwrap().unwrap();
+            for (name, _) in WORKLOAD_PRESETS {
+                let w = workload_preset(name, &topo).unwrap().unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(w.name, *name);
+                assert!(name.ends_with("-like") || *name == "mixed-default" || *name == "scale-16k");
+            }
+        }
+    }
+
+    #[test]
+    fn scale_16k_has_16384_threads() {
+        let topo = machine_preset("scale-1024").unwrap().unwrap();
+        let w = workload_preset("scale-16k", &topo).unwrap().unwrap();
+        assert_eq!(w.peak_threads(), 16_384);
+    }
+}

@@ -1,0 +1,522 @@
+//! Workloads: apps (processes) made of threads made of phases. A workload file is TOML (format in
+//! `docs/workload-format.md`); presets are workload files compiled in (`presets/*.toml`).
+//!
+//! Thread counts may depend on the machine (`count = "cores"`, `"2*cores"`, `"cores-1"`,
+//! `"cores/2"`), as the papers size their runs ("number of OpenMP threads equal to the number of
+//! cores", AMPS Table 2), so a workload is resolved against a topology by [`Workload::resolve`].
+
+use hetsched_core::machine_file::parse_size;
+use hetsched_core::{InputError, Topology};
+use serde::Deserialize;
+
+/// LLC misses per kilo-instruction as a function of the cache capacity a thread gets.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MissCurve {
+    /// `mpki_max` at 16 KiB and below, falling linearly in log2(size) to `mpki_min` at the working
+    /// set size `ws_bytes` and beyond: the shape of the HASS 179.art signature (HASS section 3),
+    /// whose misses fall from 427 to ~0 over 256 KB..16 MB.
+    Knee { mpki_max: f64, mpki_min: f64, ws_bytes: u64 },
+    /// Values at 16 KiB, 32 KiB, ... (powers of two), log-interpolated; beyond the last, the last.
+    /// This is a HASS signature row (misses per 4096 instructions converted to per 1000).
+    Table { mpki: Vec<f64> },
+}
+
+/// Smallest cache size of a miss curve (the HASS signature's first column).
+pub const CURVE_MIN_BYTES: u64 = 16 << 10;
+
+impl MissCurve {
+    /// A thread with no LLC misses and a tiny footprint.
+    pub fn none() -> Self {
+        MissCurve::Knee { mpki_max: 0.0, mpki_min: 0.0, ws_bytes: CURVE_MIN_BYTES }
+    }
+
+    /// Misses per kilo-instruction with `cache_bytes` of cache.
+    #[inline]
+    pub fn mpki(&self, cache_bytes: f64) -> f64 {
+        let x = (cache_bytes.max(CURVE_MIN_BYTES as f64) / CURVE_MIN_BYTES as f64).log2();
+        match self {
+            MissCurve::Knee { mpki_max, mpki_min, ws_bytes } => {
+                let span = (*ws_bytes as f64 / CURVE_MIN_BYTES as f64).log2();
+                if span <= 0.0 || x >= span {
+                    *mpki_min
+                } else {
+                    mpki_max + (mpki_min - mpki_max) * (x / span)
+                }
+            }
+            MissCurve::Table { mpki } => {
+                let i = x.floor() as usize;
+                if i + 1 >= mpki.len() {
+                    return *mpki.last().unwrap_or(&0.0);
+                }
+                let f = x - i as f64;
+                mpki[i] + (mpki[i + 1] - mpki[i]) * f
+            }
+        }
+    }
+
+    /// The footprint: the cache size beyond which misses stop falling.
+    pub fn working_set_bytes(&self) -> u64 {
+        match self {
+            MissCurve::Knee { ws_bytes, .. } => *ws_bytes,
+            MissCurve::Table { mpki } => {
+                let last = mpki.last().copied().unwrap_or(0.0);
+                let i = mpki.iter().position(|&m| (m - last).abs() <= 1e-9 * (1.0 + last)).unwrap_or(0);
+                CURVE_MIN_BYTES << i
+            }
+        }
+    }
+}
+
+/// What a thread does when a phase's instructions are done.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PhaseEnd {
+    /// Go on to the next phase.
+    Next,
+    /// Wait until every live thread of the app reaches the same barrier (OpenMP-style, blocking).
+    Barrier,
+    /// Sleep, then go on.
+    Sleep { ns: u64 },
+}
+
+/// A stretch of execution with constant behaviour.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Phase {
+    pub instructions: f64,
+    /// Cycles per instruction with a perfect LLC on the reference pipeline.
+    pub cpi: f64,
+    pub miss: MissCurve,
+    /// Fraction of cycles the FPU is busy with this phase's work when it runs alone.
+    pub fp_fraction: f64,
+    /// Index into the app's data fragments.
+    pub data_fragment: Option<usize>,
+    /// Whether the phase writes its data fragment (write-invalidate, Pinter section 2.1).
+    pub df_writes: bool,
+    /// Bytes the phase allocates (first touch, spread over its instructions).
+    pub alloc_bytes: u64,
+    /// Run only in the first pass of a repeated phase list (initialisation).
+    pub once: bool,
+    pub end: PhaseEnd,
+}
+
+/// A group of identical threads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadSpec {
+    pub count: u32,
+    pub phases: Vec<Phase>,
+    /// How many times the phase list runs.
+    pub repeat: u32,
+}
+
+/// An application: a process of threads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AppSpec {
+    pub name: String,
+    /// Instances running at once.
+    pub copies: u32,
+    /// Start time, ns.
+    pub arrival_ns: u64,
+    /// Closed loop: start a new instance when one exits (HASS section 5, AMPS Ogg methodology).
+    pub restart: bool,
+    /// With `restart`, stop each copy after this many completions.
+    pub runs: Option<u32>,
+    pub threads: Vec<ThreadSpec>,
+    /// Sizes of the app's data fragments, bytes.
+    pub data_fragments: Vec<u64>,
+}
+
+impl AppSpec {
+    pub fn num_threads(&self) -> u32 {
+        self.threads.iter().map(|t| t.count).sum()
+    }
+    /// Instructions of one instance.
+    pub fn instructions(&self) -> f64 {
+        self.threads
+            .iter()
+            .map(|t| {
+                let per_pass: f64 = t.phases.iter().filter(|p| !p.once).map(|p| p.instructions).sum();
+                let once: f64 = t.phases.iter().filter(|p| p.once).map(|p| p.instructions).sum();
+                t.count as f64 * (once + t.repeat as f64 * per_pass)
+            })
+            .sum()
+    }
+}
+
+/// A resolved workload: every count is a number.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    pub name: String,
+    pub description: String,
+    pub apps: Vec<AppSpec>,
+}
+
+// ---- the file format ------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileWorkload {
+    name: String,
+    #[serde(default)]
+    description: String,
+    apps: Vec<FileApp>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Count {
+    Int(i64),
+    Expr(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Size {
+    Bytes(i64),
+    Text(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileApp {
+    name: String,
+    copies: Option<Count>,
+    #[serde(default)]
+    arrival_s: f64,
+    #[serde(default)]
+    restart: bool,
+    runs: Option<i64>,
+    #[serde(default)]
+    data_fragments: Vec<Size>,
+    threads: Vec<FileThreads>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileThreads {
+    count: Option<Count>,
+    repeat: Option<i64>,
+    phases: Vec<FilePhase>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileMiss {
+    max: f64,
+    min: f64,
+    ws: Size,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePhase {
+    instructions: f64,
+    cpi: f64,
+    mpki: Option<FileMiss>,
+    /// A miss-curve table over 16 KiB, 32 KiB, ... in misses per kilo-instruction.
+    mpki_table: Option<Vec<f64>>,
+    #[serde(default)]
+    fp: f64,
+    df: Option<i64>,
+    #[serde(default)]
+    df_writes: bool,
+    alloc: Option<Size>,
+    #[serde(default)]
+    barrier: bool,
+    sleep_ms: Option<f64>,
+    #[serde(default)]
+    once: bool,
+}
+
+/// Evaluate a thread-count expression: an integer, or `[K*]cores[+-M]`, or `cores/K`.
+pub fn eval_count(expr: &str, cores: usize) -> Result<i64, String> {
+    let e: String = expr.chars().filter(|c| !c.is_whitespace()).collect();
+    let bad = || format!("{expr:?} is not a count (an integer, \"cores\", \"K*cores\", \"cores+M\", \"cores-M\" or \"cores/K\")");
+    if let Ok(v) = e.parse::<i64>() {
+        return Ok(v);
+    }
+    let (mul, rest) = match e.split_once('*') {
+        Some((k, r)) => (k.parse::<i64>().map_err(|_| bad())?, r),
+        None => (1, e.as_str()),
+    };
+    let rest = rest.strip_prefix("cores").ok_or_else(bad)?;
+    let n = cores as i64 * mul;
+    if rest.is_empty() {
+        return Ok(n);
+    }
+    let (op, num) = rest.split_at(1);
+    let m: i64 = num.parse().map_err(|_| bad())?;
+    match op {
+        "+" => Ok(n + m),
+        "-" => Ok(n - m),
+        "/" if m > 0 => Ok(n / m),
+        _ => Err(bad()),
+    }
+}
+
+fn size_of(s: &Size) -> Result<u64, String> {
+    match s {
+        Size::Bytes(b) if *b >= 0 => Ok(*b as u64),
+        Size::Bytes(b) => Err(format!("must not be negative, got {b}")),
+        Size::Text(t) => parse_size(t),
+    }
+}
+
+fn count_of(c: &Option<Count>, cores: usize, default: i64) -> Result<i64, String> {
+    match c {
+        None => Ok(default),
+        Some(Count::Int(v)) => Ok(*v),
+        Some(Count::Expr(e)) => eval_count(e, cores),
+    }
+}
+
+/// Most threads one workload may create at once (a guard against a typo such as `1000*cores`).
+pub const MAX_THREADS: u64 = 1 << 20;
+
+impl Workload {
+    /// Parse a workload file and resolve its counts against a machine.
+    pub fn parse(text: &str, source_name: &str, topology: &Topology) -> Result<Workload, InputError> {
+        let file: FileWorkload = toml::from_str(text).map_err(|e| InputError::from_toml(source_name, text, &e))?;
+        resolve(file, topology.num_cores()).map_err(|(field, msg)| InputError::at(source_name, &field, msg))
+    }
+
+    /// Read a workload file.
+    pub fn load(path: &std::path::Path, topology: &Topology) -> Result<Workload, InputError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| InputError::unreadable(&name, &e))?;
+        Workload::parse(&text, &name, topology)
+    }
+
+    /// Threads alive at once when every copy runs.
+    pub fn peak_threads(&self) -> u64 {
+        self.apps.iter().map(|a| a.copies as u64 * a.num_threads() as u64).sum()
+    }
+
+    /// True when every app eventually ends (no unbounded closed loop).
+    pub fn is_finite(&self) -> bool {
+        self.apps.iter().all(|a| !a.restart || a.runs.is_some())
+    }
+}
+
+fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String)> {
+    if file.name.trim().is_empty() {
+        return Err(("name".into(), "must not be empty".into()));
+    }
+    if file.apps.is_empty() {
+        return Err(("apps".into(), "at least one app is needed".into()));
+    }
+    let mut apps = Vec::new();
+    let mut total: u64 = 0;
+    for (ai, a) in file.apps.into_iter().enumerate() {
+        let at = |f: &str| format!("apps[{ai}].{f}");
+        let copies = count_of(&a.copies, cores, 1).map_err(|m| (at("copies"), m))?;
+        if copies < 1 {
+            return Err((at("copies"), format!("must be at least 1, got {copies}")));
+        }
+        if !(a.arrival_s.is_finite() && a.arrival_s >= 0.0) {
+            return Err((at("arrival_s"), format!("must be a time >= 0, got {}", a.arrival_s)));
+        }
+        let runs = match a.runs {
+            Some(r) if r < 1 => return Err((at("runs"), format!("must be at least 1, got {r}"))),
+            Some(_) if !a.restart => return Err((at("runs"), "only makes sense with restart = true".into())),
+            r => r.map(|r| r as u32),
+        };
+        let mut dfs = Vec::new();
+        for (di, d) in a.data_fragments.iter().enumerate() {
+            let b = size_of(d).map_err(|m| (at(&format!("data_fragments[{di}]")), m))?;
+            if b == 0 {
+                return Err((at(&format!("data_fragments[{di}]")), "must be more than 0 bytes".into()));
+            }
+            dfs.push(b);
+        }
+        if a.threads.is_empty() {
+            return Err((at("threads"), "at least one thread group is needed".into()));
+        }
+        let mut threads = Vec::new();
+        for (ti, t) in a.threads.into_iter().enumerate() {
+            let tat = |f: &str| format!("apps[{ai}].threads[{ti}].{f}");
+            let count = count_of(&t.count, cores, 1).map_err(|m| (tat("count"), m))?;
+            if count < 0 {
+                return Err((tat("count"), format!("must not be negative, got {count}")));
+            }
+            let repeat = t.repeat.unwrap_or(1);
+            if repeat < 1 {
+                return Err((tat("repeat"), format!("must be at least 1, got {repeat}")));
+            }
+            if t.phases.is_empty() {
+                return Err((tat("phases"), "at least one phase is needed".into()));
+            }
+            if t.phases.iter().all(|p| p.once) && repeat > 1 {
+                return Err((tat("phases"), "with repeat > 1, at least one phase must not be `once`".into()));
+            }
+            let mut phases = Vec::new();
+            for (pi, p) in t.phases.into_iter().enumerate() {
+                let pat = |f: &str| format!("apps[{ai}].threads[{ti}].phases[{pi}].{f}");
+                if !(p.instructions.is_finite() && p.instructions > 0.0) {
+                    return Err((pat("instructions"), format!("must be positive, got {}", p.instructions)));
+                }
+                if !(p.cpi.is_finite() && p.cpi > 0.0) {
+                    return Err((pat("cpi"), format!("must be positive, got {}", p.cpi)));
+                }
+                if !(0.0..=1.0).contains(&p.fp) {
+                    return Err((pat("fp"), format!("must be a fraction in [0, 1], got {}", p.fp)));
+                }
+                let miss = match (p.mpki, p.mpki_table) {
+                    (Some(_), Some(_)) => return Err((pat("mpki"), "give mpki or mpki_table, not both".into())),
+                    (Some(m), None) => {
+                        let ws = size_of(&m.ws).map_err(|e| (pat("mpki.ws"), e))?;
+                        if !(m.max.is_finite() && m.min.is_finite() && m.min >= 0.0 && m.max >= m.min) {
+                            return Err((pat("mpki"), format!("need 0 <= min <= max, got min {} max {}", m.min, m.max)));
+                        }
+                        MissCurve::Knee { mpki_max: m.max, mpki_min: m.min, ws_bytes: ws.max(CURVE_MIN_BYTES) }
+                    }
+                    (None, Some(t)) => {
+                        if t.is_empty() || t.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+                            return Err((pat("mpki_table"), "needs non-negative values".into()));
+                        }
+                        MissCurve::Table { mpki: t }
+                    }
+                    (None, None) => MissCurve::none(),
+                };
+                let data_fragment = match p.df {
+                    Some(d) if d < 0 || d as usize >= dfs.len() => {
+                        return Err((pat("df"), format!("no data fragment {d} (the app has {})", dfs.len())))
+                    }
+                    Some(d) => Some(d as usize),
+                    None => None,
+                };
+                if p.df_writes && data_fragment.is_none() {
+                    return Err((pat("df_writes"), "needs a df".into()));
+                }
+                let alloc_bytes = match &p.alloc {
+                    Some(s) => size_of(s).map_err(|e| (pat("alloc"), e))?,
+                    None => 0,
+                };
+                let end = match (p.barrier, p.sleep_ms) {
+                    (true, Some(_)) => return Err((pat("barrier"), "a phase ends in a barrier or a sleep, not both".into())),
+                    (true, None) => PhaseEnd::Barrier,
+                    (false, Some(ms)) if ms.is_finite() && ms > 0.0 => PhaseEnd::Sleep { ns: (ms * 1e6) as u64 },
+                    (false, Some(ms)) => return Err((pat("sleep_ms"), format!("must be positive, got {ms}"))),
+                    (false, None) => PhaseEnd::Next,
+                };
+                phases.push(Phase {
+                    instructions: p.instructions,
+                    cpi: p.cpi,
+                    miss,
+                    fp_fraction: p.fp,
+                    data_fragment,
+                    df_writes: p.df_writes,
+                    alloc_bytes,
+                    once: p.once,
+                    end,
+                });
+            }
+            threads.push(ThreadSpec { count: count as u32, phases, repeat: repeat as u32 });
+        }
+        let app = AppSpec {
+            name: a.name,
+            copies: copies as u32,
+            arrival_ns: (a.arrival_s * 1e9) as u64,
+            restart: a.restart,
+            runs,
+            threads,
+            data_fragments: dfs,
+        };
+        if app.num_threads() == 0 {
+            return Err((at("threads"), "the app has no threads".into()));
+        }
+        total += app.copies as u64 * app.num_threads() as u64;
+        if total > MAX_THREADS {
+            return Err((at("copies"), format!("more than {MAX_THREADS} threads at once")));
+        }
+        apps.push(app);
+    }
+    Ok(Workload { name: file.name, description: file.description, apps })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetsched_core::presets::machine_preset;
+
+    fn smp() -> Topology {
+        machine_preset("amps-smp").unwrap().unwrap()
+    }
+
+    #[test]
+    fn counts() {
+        assert_eq!(eval_count("cores", 8), Ok(8));
+        assert_eq!(eval_count("4*cores", 8), Ok(32));
+        assert_eq!(eval_count("cores-1", 8), Ok(7));
+        assert_eq!(eval_count("2 * cores + 3", 8), Ok(19));
+        assert_eq!(eval_count("cores/2", 8), Ok(4));
+        assert_eq!(eval_count("12", 8), Ok(12));
+        assert!(eval_count("threads", 8).is_err());
+        assert!(eval_count("cores/0", 8).is_err());
+    }
+
+    #[test]
+    fn knee_curve_shape() {
+        let c = MissCurve::Knee { mpki_max: 40.0, mpki_min: 2.0, ws_bytes: 16 << 20 };
+        assert_eq!(c.mpki(1024.0), 40.0);
+        assert_eq!(c.mpki((16u64 << 20) as f64), 2.0);
+        assert_eq!(c.mpki(1e12), 2.0);
+        let mid = c.mpki((512u64 << 10) as f64); // halfway in log2 from 16 KiB to 16 MiB
+        assert!((mid - 21.0).abs() < 1e-9, "{mid}");
+        assert_eq!(c.working_set_bytes(), 16 << 20);
+    }
+
+    #[test]
+    fn table_curve_interpolates() {
+        let c = MissCurve::Table { mpki: vec![100.0, 50.0, 10.0, 10.0] };
+        assert_eq!(c.mpki(16384.0), 100.0);
+        assert!((c.mpki(16384.0 * 2f64.sqrt()) - 75.0).abs() < 1e-9);
+        assert_eq!(c.mpki(1e9), 10.0);
+        assert_eq!(c.working_set_bytes(), 64 << 10);
+    }
+
+    const GOOD: &str = r#"
+name = "w"
+[[apps]]
+name = "omp"
+data_fragments = ["1 MiB"]
+[[apps.threads]]
+count = "cores"
+repeat = 3
+[[apps.threads.phases]]
+instructions = 1e8
+cpi = 1.0
+mpki = { max = 20, min = 1, ws = "8 MiB" }
+fp = 0.5
+df = 0
+barrier = true
+"#;
+
+    #[test]
+    fn parses_and_resolves_against_the_machine() {
+        let w = Workload::parse(GOOD, "w.toml", &smp()).unwrap();
+        assert_eq!(w.apps[0].threads[0].count, 8);
+        assert_eq!(w.apps[0].instructions(), 8.0 * 3.0 * 1e8);
+        assert_eq!(w.apps[0].threads[0].phases[0].end, PhaseEnd::Barrier);
+        assert_eq!(w.peak_threads(), 8);
+        assert!(w.is_finite());
+    }
+
+    #[test]
+    fn malformed_workloads_name_the_field() {
+        let cases = [
+            (("cpi = 1.0", "cpi = -1.0"), "w.toml: apps[0].threads[0].phases[0].cpi: must be positive, got -1"),
+            (("fp = 0.5", "fp = 1.5"), "w.toml: apps[0].threads[0].phases[0].fp: must be a fraction in [0, 1], got 1.5"),
+            (("df = 0", "df = 3"), "w.toml: apps[0].threads[0].phases[0].df: no data fragment 3 (the app has 1)"),
+            (("count = \"cores\"", "count = \"lots\""), "w.toml: apps[0].threads[0].count: \"lots\" is not a count (an integer, \"cores\", \"K*cores\", \"cores+M\", \"cores-M\" or \"cores/K\")"),
+            (("count = \"cores\"", "count = \"2000000*cores\""), "w.toml: apps[0].copies: more than 1048576 threads at once"),
+            (("barrier = true", "barrier = true\nsleep_ms = 3"), "w.toml: apps[0].threads[0].phases[0].barrier: a phase ends in a barrier or a sleep, not both"),
+            (("repeat = 3", "repeat = 0"), "w.toml: apps[0].threads[0].repeat: must be at least 1, got 0"),
+            (("min = 1", "min = 30"), "w.toml: apps[0].threads[0].phases[0].mpki: need 0 <= min <= max, got min 30 max 20"),
+            (("cpi = 1.0", "cpu = 1.0"), "w.toml: line 11: unknown field `cpu`, expected one of `instructions`, `cpi`, `mpki`, `mpki_table`, `fp`, `df`, `df_writes`, `alloc`, `barrier`, `sleep_ms`, `once`"),
+        ];
+        for ((from, to), want) in cases {
+            let text = GOOD.replacen(from, to, 1);
+            assert_ne!(text, GOOD);
+            assert_eq!(Workload::parse(&text, "w.toml", &smp()).unwrap_err().to_string(), want);
+        }
+    }
+}
