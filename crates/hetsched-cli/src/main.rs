@@ -2,6 +2,8 @@
 //! exit codes: 0 success, 1 runtime failure, 2 bad input or usage (one line naming what is wrong).
 
 mod machine;
+mod report;
+mod simulate;
 mod topo;
 
 use clap::{Parser, Subcommand};
@@ -12,8 +14,9 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "hetsched", version, about, propagate_version = true)]
 struct Cli {
+    /// With no command, `simulate` runs the embedded default scenario.
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -22,6 +25,10 @@ enum Command {
     Topo(topo::TopoArgs),
     /// List the machine presets.
     Machines(topo::ListArgs),
+    /// Run policies side by side on a simulated machine (no arguments: the default scenario).
+    Simulate(simulate::SimulateArgs),
+    /// List the workload presets.
+    Workloads(simulate::WorkloadsArgs),
 }
 
 /// Bad input: a flag, a file or a value that cannot be used. Exit code 2.
@@ -52,8 +59,11 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Topo(args) => topo::run_topo(&args),
-        Command::Machines(args) => topo::run_machines(&args),
+        Some(Command::Topo(args)) => topo::run_topo(&args),
+        Some(Command::Machines(args)) => topo::run_machines(&args),
+        Some(Command::Simulate(args)) => simulate::run_simulate(&args),
+        Some(Command::Workloads(args)) => simulate::run_workloads(&args),
+        None => simulate::run_simulate(&simulate::SimulateArgs { seed: 1, seeds: 1, quantum_ms: 4.0, ..Default::default() }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -18,11 +18,11 @@ impl CpuSet {
 
     /// Every core `0..n`.
     pub fn all(n: usize) -> Self {
-        let mut s = Self { words: vec![0; n.div_ceil(64)] };
-        for i in 0..n {
-            s.insert(CoreId(i as u32));
+        let mut words = vec![u64::MAX; n / 64];
+        if n % 64 != 0 {
+            words.push((1u64 << (n % 64)) - 1);
         }
-        s
+        Self { words }
     }
 
     /// One core.
@@ -240,6 +240,11 @@ mod tests {
         assert!(!b.is_subset(&a));
         assert_eq!(b.len(), 5);
         assert_eq!(b.first(), Some(CoreId(2)));
+        for n in [0, 1, 63, 64, 65, 130] {
+            let all = CpuSet::all(n);
+            assert_eq!(all.len(), n);
+            assert_eq!(all.iter().last().map(|c| c.0), n.checked_sub(1).map(|x| x as u32));
+        }
     }
 
     proptest! {

@@ -19,8 +19,10 @@ pub enum ThreadState {
     Exited,
 }
 
-/// Cumulative per-thread counters, as a PMU and the kernel would show them.
+/// Cumulative per-thread counters, as a PMU and the kernel would show them. Aligned to a cache line:
+/// a backend updates them for thousands of threads on its hot path.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C, align(64))]
 pub struct Counters {
     /// Core cycles while the thread ran.
     pub cycles: f64,
@@ -65,6 +67,7 @@ impl Counters {
 /// One thread as a policy sees it.
 #[derive(Clone, Debug)]
 pub struct ThreadObs {
+    pub counters: Counters,
     pub id: ThreadId,
     pub app: AppId,
     pub state: ThreadState,
@@ -74,7 +77,6 @@ pub struct ThreadObs {
     pub allowed: CpuSet,
     /// The mask the user gave it; a placement never widens beyond it.
     pub user_allowed: CpuSet,
-    pub counters: Counters,
     /// Resident bytes per NUMA node that this thread brought in (AMPS section 2.4.2).
     pub resident_bytes: Vec<u64>,
     /// The data fragment the thread works on, when the application says (Pinter section 4).

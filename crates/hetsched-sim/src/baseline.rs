@@ -89,7 +89,7 @@ fn movable(sim: &Simulation<'_>, from: usize, to: usize) -> Option<usize> {
         .queue
         .iter()
         .rev()
-        .map(|&t| t as usize)
+        .map(|&(_, t)| t as usize)
         .find(|&t| sim.obs[t].allowed.contains(CoreId(to as u32)))
 }
 

@@ -66,6 +66,9 @@ pub const MIN_GRANULARITY_NS: u64 = 750_000;
 /// small domain is a few ms; 2 ticks of 4 ms is 8 ms).
 pub const BALANCE_TICKS: u64 = 2;
 
+/// `SimCore::queue_min` of an empty queue.
+const EMPTY_QUEUE_MIN: (f64, u32) = (f64::MAX, u32::MAX);
+
 /// Most Gantt segments kept; later ones are dropped (the report says so).
 pub const GANTT_MAX_SEGMENTS: usize = 200_000;
 
@@ -76,39 +79,57 @@ enum Event {
     Arrival { spec: u32, copy: u32 },
 }
 
+/// A thread's simulation state. The fields touched at every bill and dispatch come first and fill
+/// one cache line: with 16,384 threads, a cache miss per field is what the engine's speed is made of.
 #[derive(Clone, Debug)]
-pub(crate) struct SimThread {
+#[repr(C, align(64))]
+pub(crate) struct SimThread<'a> {
+    /// The current phase.
+    cur: &'a Phase,
+    remaining: f64,
+    penalty_ns: f64,
+    pub(crate) vruntime: f64,
+    warm_fill: f64,
+    ideal_ns: f64,
+    total_bytes: f64,
+    warm_llc: Option<u32>,
+    // Cold fields.
     pub(crate) app: usize,
     group: usize,
     phase: usize,
     iter: u32,
-    remaining: f64,
-    penalty_ns: f64,
-    pub(crate) vruntime: f64,
     /// vruntime minus the core's min_vruntime when it left a queue (CFS normalisation).
     lag: f64,
     last_core: Option<CoreId>,
-    warm_llc: Option<usize>,
-    warm_fill: f64,
     bytes_per_node: Vec<f64>,
     start_ns: u64,
     end_ns: Option<u64>,
-    ideal_ns: f64,
     exit_after_barrier: bool,
 }
 
 #[derive(Clone, Debug)]
 pub(crate) struct SimCore {
     pub(crate) current: Option<u32>,
-    pub(crate) queue: Vec<u32>,
+    /// Queued threads with their vruntime (fixed while queued), contiguous for fast scans.
+    pub(crate) queue: Vec<(f64, u32)>,
     ns_per_instr: f64,
     cur_mpki: f64,
     cur_fpu_slow: f64,
     cur_ws: f64,
+    /// LLC share the current mpki was computed for (NaN: none yet).
+    cur_share: f64,
+    /// Memory latency of the current thread, ns (sampled at dispatch and while it allocates).
+    cur_lat: f64,
+    /// The current phase's ideal time per instruction (fairness metric).
+    cur_ideal: f64,
+    /// The current phase's LLC references per kilo-instruction.
+    cur_refs_pki: f64,
     last_bill: u64,
     dispatched_at: u64,
     gen: u64,
     pub(crate) min_vruntime: f64,
+    /// The queued thread with the least (vruntime, id), or `EMPTY_QUEUE_MIN`.
+    queue_min: (f64, u32),
     last_thread: Option<u32>,
     llc: Option<usize>,
     node: usize,
@@ -144,6 +165,7 @@ struct AppInstance {
     dfs: Vec<DfState>,
     /// Bytes the instance's threads allocated, per node.
     bytes_per_node: Vec<f64>,
+    total_bytes: f64,
 }
 
 /// One simulation of one policy on one machine and workload.
@@ -159,7 +181,7 @@ pub struct Simulation<'a> {
     next_policy_ns: u64,
     heap: BinaryHeap<Reverse<(u64, u64, Event)>>,
     seq: u64,
-    pub(crate) threads: Vec<SimThread>,
+    pub(crate) threads: Vec<SimThread<'a>>,
     pub(crate) obs: Vec<ThreadObs>,
     pub(crate) cores: Vec<SimCore>,
     pub(crate) core_obs: Vec<CoreObs>,
@@ -179,6 +201,8 @@ pub struct Simulation<'a> {
     rejected_placements: u64,
     policy_time: std::time::Duration,
     llc_misses: f64,
+    /// Whether any page has been placed yet (until then every access is local).
+    memory_placed: bool,
     gantt: Vec<GanttSegment>,
     gantt_dropped: u64,
     balance: BalanceStats,
@@ -220,10 +244,15 @@ impl<'a> Simulation<'a> {
                     cur_mpki: 0.0,
                     cur_fpu_slow: 1.0,
                     cur_ws: 0.0,
+                    cur_share: f64::NAN,
+                    cur_lat: 0.0,
+                    cur_ideal: 0.0,
+                    cur_refs_pki: 0.0,
                     last_bill: 0,
                     dispatched_at: 0,
                     gen: 0,
                     min_vruntime: 0.0,
+                    queue_min: EMPTY_QUEUE_MIN,
                     last_thread: None,
                     llc: c.llc.map(|l| l.index()),
                     node: c.node.index(),
@@ -281,6 +310,7 @@ impl<'a> Simulation<'a> {
             rejected_placements: 0,
             policy_time: std::time::Duration::ZERO,
             llc_misses: 0.0,
+            memory_placed: false,
             gantt: Vec::new(),
             gantt_dropped: 0,
             balance: BalanceStats::default(),
@@ -301,10 +331,9 @@ impl<'a> Simulation<'a> {
         self.heap.push(Reverse((t, self.seq, e)));
     }
 
+    #[inline]
     fn phase_of(&self, t: usize) -> &'a Phase {
-        let th = &self.threads[t];
-        let spec = &self.workload.apps[self.apps[th.app].spec];
-        &spec.threads[th.group].phases[th.phase]
+        self.threads[t].cur
     }
 
     fn all_done(&self) -> bool {
@@ -400,12 +429,14 @@ impl<'a> Simulation<'a> {
             waiting: Vec::new(),
             dfs: spec.data_fragments.iter().map(|&b| DfState { bytes: b as f64, copies: Vec::new() }).collect(),
             bytes_per_node: vec![0.0; self.topo.nodes().len()],
+            total_bytes: 0.0,
         });
         let nodes = self.topo.nodes().len();
         for (g, group) in spec.threads.iter().enumerate() {
             for _ in 0..group.count {
                 let id = self.threads.len();
                 self.threads.push(SimThread {
+                    cur: &group.phases[0],
                     app: app_idx,
                     group: g,
                     phase: 0,
@@ -418,6 +449,7 @@ impl<'a> Simulation<'a> {
                     warm_llc: None,
                     warm_fill: 0.0,
                     bytes_per_node: vec![0.0; nodes],
+                    total_bytes: 0.0,
                     start_ns: self.now,
                     end_ns: None,
                     ideal_ns: 0.0,
@@ -479,6 +511,7 @@ impl<'a> Simulation<'a> {
                 break;
             }
         }
+        th.cur = &group.phases[th.phase];
         match (&phase.end, last) {
             (PhaseEnd::Barrier, _) => {
                 self.threads[t].exit_after_barrier = last;
@@ -506,6 +539,7 @@ impl<'a> Simulation<'a> {
         let phase = self.phase_of(t);
         self.threads[t].remaining = phase.instructions;
         self.obs[t].data_fragment = phase.data_fragment.map(|d| d as u64);
+        self.refresh_phase_cache(c, t);
         // Footprint change on the LLC.
         if let Some(l) = self.cores[c].llc {
             let ws = (phase.miss.working_set_bytes() as f64).min(self.llcs[l].capacity);
@@ -629,7 +663,11 @@ impl<'a> Simulation<'a> {
         self.threads[t].vruntime = self.cores[c].min_vruntime + lag;
         self.obs[t].state = ThreadState::Runnable;
         self.obs[t].cpu = Some(core);
-        self.cores[c].queue.push(t as u32);
+        let vr = self.threads[t].vruntime;
+        self.cores[c].queue.push((vr, t as u32));
+        if (vr, t as u32) < self.cores[c].queue_min {
+            self.cores[c].queue_min = (vr, t as u32);
+        }
         self.core_obs[c].runnable += 1;
         if self.cores[c].current.is_none() {
             self.need_pick.push(c as u32);
@@ -638,8 +676,9 @@ impl<'a> Simulation<'a> {
 
     /// Take a queued (not running) thread off its core's queue.
     pub(crate) fn dequeue_waiting(&mut self, t: usize, c: usize) {
-        if let Some(pos) = self.cores[c].queue.iter().position(|&x| x as usize == t) {
+        if let Some(pos) = self.cores[c].queue.iter().position(|&(_, x)| x as usize == t) {
             self.cores[c].queue.swap_remove(pos);
+            self.refresh_queue_min(c);
             self.core_obs[c].runnable -= 1;
             self.threads[t].lag = self.threads[t].vruntime - self.cores[c].min_vruntime;
         }
@@ -661,16 +700,17 @@ impl<'a> Simulation<'a> {
         }
         self.cores[c].last_thread = Some(t as u32);
         let phase = self.phase_of(t);
+        self.refresh_phase_cache(c, t);
         if let Some(l) = self.cores[c].llc {
             let cap = self.llcs[l].capacity;
             let ws = (phase.miss.working_set_bytes() as f64).min(cap);
-            let surviving = if self.threads[t].warm_llc == Some(l) {
+            let surviving = if self.threads[t].warm_llc == Some(l as u32) {
                 ws.min((cap - (self.llcs[l].fill - self.threads[t].warm_fill)).max(0.0))
             } else {
                 0.0
             };
             let missing = ws - surviving;
-            let lat = self.mem_latency(t, c);
+            let lat = self.cores[c].cur_lat;
             penalty += perf::cold_refill_ns(missing, self.llcs[l].line, lat);
             self.note_fill(t, l, missing);
             self.llcs[l].sum_ws += ws;
@@ -681,6 +721,17 @@ impl<'a> Simulation<'a> {
         }
         self.threads[t].penalty_ns += penalty;
         self.set_rate(c);
+    }
+
+    /// Per-phase values the hot path reads from the core rather than recomputing.
+    fn refresh_phase_cache(&mut self, c: usize, t: usize) {
+        let phase = self.phase_of(t);
+        let lat = self.mem_latency(t, c);
+        let core = &mut self.cores[c];
+        core.cur_lat = lat;
+        core.cur_share = f64::NAN;
+        core.cur_ideal = ideal_ns_per_instr(phase, &self.best);
+        core.cur_refs_pki = phase.miss.mpki(0.0);
     }
 
     /// Record `bytes` brought into LLC `l` on behalf of thread `t`.
@@ -714,7 +765,7 @@ impl<'a> Simulation<'a> {
             df.copies.clear();
         }
         df.copies.push((l, fill + missing));
-        let lat = self.mem_latency(t, c);
+        let lat = self.cores[c].cur_lat;
         self.note_fill(t, l, missing);
         perf::cold_refill_ns(missing, self.llcs[l].line, lat)
     }
@@ -730,7 +781,7 @@ impl<'a> Simulation<'a> {
         self.cores[c].gen += 1;
         if let Some(l) = self.cores[c].llc {
             self.llcs[l].sum_ws -= self.cores[c].cur_ws;
-            self.threads[t].warm_llc = Some(l);
+            self.threads[t].warm_llc = Some(l as u32);
             self.threads[t].warm_fill = self.llcs[l].fill;
             // Data-fragment copy stays warm from now.
             if let Some(d) = self.phase_of(t).data_fragment {
@@ -778,15 +829,19 @@ impl<'a> Simulation<'a> {
     fn mem_latency(&self, t: usize, c: usize) -> f64 {
         let node = self.cores[c].node;
         let row = &self.latency[node];
-        if row.len() == 1 {
-            return row[0];
+        if row.len() == 1 || !self.memory_placed {
+            return row[node.min(row.len() - 1)];
         }
-        let own = &self.threads[t].bytes_per_node;
-        if own.iter().any(|&b| b > 0.0) {
-            return perf::weighted_latency(own, row, node);
+        let th = &self.threads[t];
+        if th.total_bytes > 0.0 {
+            return perf::weighted_latency(&th.bytes_per_node, row, node);
         }
         // A thread that allocated nothing reads its app's memory.
-        perf::weighted_latency(&self.apps[self.threads[t].app].bytes_per_node, row, node)
+        let app = &self.apps[th.app];
+        if app.total_bytes > 0.0 {
+            return perf::weighted_latency(&app.bytes_per_node, row, node);
+        }
+        row[node]
     }
 
     /// Bill the running thread of `c` up to now.
@@ -800,6 +855,7 @@ impl<'a> Simulation<'a> {
         self.cores[c].last_bill = self.now;
         let core = &self.cores[c];
         let (eff_ghz, ns_per_instr, mpki, cpi_factor) = (core.eff_ghz, core.ns_per_instr, core.cur_mpki, core.cpi_factor);
+        let (ideal, refs_pki) = (core.cur_ideal, core.cur_refs_pki);
         let phase = self.phase_of(t);
         let th = &mut self.threads[t];
         let pen = dt.min(th.penalty_ns);
@@ -807,13 +863,13 @@ impl<'a> Simulation<'a> {
         let instr = ((dt - pen) / ns_per_instr).min(th.remaining);
         th.remaining -= instr;
         th.vruntime += dt;
-        th.ideal_ns += instr * ideal_ns_per_instr(phase, &self.best);
+        th.ideal_ns += instr * ideal;
         let cnt = &mut self.obs[t].counters;
         cnt.cycles += dt * eff_ghz;
         cnt.instructions += instr;
         cnt.cpu_time_ns += dt;
         cnt.fp_busy_cycles += instr * phase.cpi * cpi_factor * phase.fp_fraction;
-        cnt.llc_refs += instr * phase.miss.mpki(0.0) / 1000.0;
+        cnt.llc_refs += instr * refs_pki / 1000.0;
         let misses = instr * mpki / 1000.0;
         if let Some(l) = self.cores[c].llc {
             let bytes = misses * self.llcs[l].line;
@@ -826,15 +882,16 @@ impl<'a> Simulation<'a> {
             let b = instr / phase.instructions * phase.alloc_bytes as f64;
             let node = self.cores[c].node;
             self.threads[t].bytes_per_node[node] += b;
+            self.threads[t].total_bytes += b;
             let a = self.threads[t].app;
             self.apps[a].bytes_per_node[node] += b;
+            self.apps[a].total_bytes += b;
+            self.memory_placed = true;
+            self.cores[c].cur_lat = self.mem_latency(t, c);
             self.obs[t].resident_bytes[node] = self.threads[t].bytes_per_node[node] as u64;
         }
         // min_vruntime: the smallest of the running and queued threads, never decreasing.
-        let mut m = self.threads[t].vruntime;
-        for &q in &self.cores[c].queue {
-            m = m.min(self.threads[q as usize].vruntime);
-        }
+        let m = self.threads[t].vruntime.min(self.cores[c].queue_min.0);
         if m > self.cores[c].min_vruntime {
             self.cores[c].min_vruntime = m;
         }
@@ -847,13 +904,15 @@ impl<'a> Simulation<'a> {
         let t = t as usize;
         let phase = self.phase_of(t);
         let core = &self.cores[c];
-        let mpki = match core.llc {
+        let share = match core.llc {
             Some(l) => {
                 let st = &self.llcs[l];
-                phase.miss.mpki(perf::llc_share(core.cur_ws, st.sum_ws, st.capacity))
+                perf::llc_share(core.cur_ws, st.sum_ws, st.capacity)
             }
-            None => phase.miss.mpki(0.0),
+            None => 0.0,
         };
+        // The miss curve is evaluated only when the share changed.
+        let mpki = if share == core.cur_share { core.cur_mpki } else { phase.miss.mpki(share) };
         let mut fpu_slow = 1.0;
         if phase.fp_fraction > 0.0 {
             let mates_fp: f64 = core
@@ -864,11 +923,11 @@ impl<'a> Simulation<'a> {
                 .sum();
             fpu_slow = perf::fpu_slowdown(phase.fp_fraction, mates_fp.min(1.0));
         }
-        let lat = self.mem_latency(t, c);
-        let ns = perf::ns_per_instruction(phase.cpi, core.cpi_factor, core.eff_ghz, fpu_slow, mpki, lat);
+        let ns = perf::ns_per_instruction(phase.cpi, core.cpi_factor, core.eff_ghz, fpu_slow, mpki, core.cur_lat);
         let core = &mut self.cores[c];
         core.ns_per_instr = ns;
         core.cur_mpki = mpki;
+        core.cur_share = share;
         core.cur_fpu_slow = fpu_slow;
         core.gen += 1;
         let th = &self.threads[t];
@@ -915,12 +974,40 @@ impl<'a> Simulation<'a> {
 
     /// Remove the queued thread with the least virtual runtime (ties: lowest id).
     fn pick_next(&mut self, c: usize) -> Option<usize> {
+        // One pass finds the least and the second least (the queue's new minimum).
         let q = &self.cores[c].queue;
-        let (pos, _) = q.iter().enumerate().min_by(|(_, &a), (_, &b)| {
-            self.threads[a as usize].vruntime.total_cmp(&self.threads[b as usize].vruntime).then(a.cmp(&b))
-        })?;
-        let t = self.cores[c].queue.swap_remove(pos) as usize;
-        Some(t)
+        let mut best: Option<(usize, (f64, u32))> = None;
+        let mut second = EMPTY_QUEUE_MIN;
+        for (i, &e) in q.iter().enumerate() {
+            match best {
+                Some((_, b)) if e >= b => {
+                    if e < second {
+                        second = e;
+                    }
+                }
+                Some((_, b)) => {
+                    if b < second {
+                        second = b;
+                    }
+                    best = Some((i, e));
+                }
+                None => best = Some((i, e)),
+            }
+        }
+        let (pos, (_, t)) = best?;
+        self.cores[c].queue.swap_remove(pos);
+        self.cores[c].queue_min = second;
+        Some(t as usize)
+    }
+
+    fn refresh_queue_min(&mut self, c: usize) {
+        let mut m = EMPTY_QUEUE_MIN;
+        for &e in &self.cores[c].queue {
+            if e < m {
+                m = e;
+            }
+        }
+        self.cores[c].queue_min = m;
     }
 
     /// Apply a policy placement: restrict the thread, moving it if it is outside its new set.
@@ -969,6 +1056,14 @@ impl<'a> Simulation<'a> {
                 self.bill(c);
                 self.events += 1;
             }
+            // The thread this core will most likely switch to: fetch its state now, so the
+            // dispatch pass below finds it in cache (with 16k threads, misses dominate).
+            let next = self.cores[c].queue_min.1;
+            if next != u32::MAX {
+                prefetch(&self.threads[next as usize]);
+                prefetch(&self.obs[next as usize]);
+                prefetch(&self.obs[next as usize].counters);
+            }
         }
         if self.tick_no % BALANCE_TICKS == 0 {
             baseline::periodic_balance(self);
@@ -977,16 +1072,15 @@ impl<'a> Simulation<'a> {
             let Some(cur) = self.cores[c].current else { continue };
             let cur = cur as usize;
             if !self.cores[c].queue.is_empty() && self.now - self.cores[c].dispatched_at >= MIN_GRANULARITY_NS {
-                let min_q = self.cores[c]
-                    .queue
-                    .iter()
-                    .map(|&q| self.threads[q as usize].vruntime)
-                    .fold(f64::MAX, f64::min);
-                if min_q < self.threads[cur].vruntime {
+                if self.cores[c].queue_min.0 < self.threads[cur].vruntime {
                     // Preempt: back to the same queue, keeping its vruntime.
                     self.undispatch(c);
                     self.obs[cur].state = ThreadState::Runnable;
-                    self.cores[c].queue.push(cur as u32);
+                    let vr = self.threads[cur].vruntime;
+                    self.cores[c].queue.push((vr, cur as u32));
+                    if (vr, cur as u32) < self.cores[c].queue_min {
+                        self.cores[c].queue_min = (vr, cur as u32);
+                    }
                     self.core_obs[c].runnable += 1;
                     if let Some(t) = self.pick_next(c) {
                         self.dispatch(c, t);
@@ -1028,7 +1122,7 @@ impl<'a> Simulation<'a> {
                 assert_eq!(self.obs[t as usize].state, ThreadState::Running);
                 assert_eq!(self.obs[t as usize].cpu, Some(CoreId(c as u32)));
             }
-            for &t in &core.queue {
+            for &(_, t) in &core.queue {
                 seen[t as usize] += 1;
                 assert_eq!(self.obs[t as usize].state, ThreadState::Runnable, "thread {t} queued on {c}");
             }
@@ -1042,7 +1136,7 @@ impl<'a> Simulation<'a> {
         }
         for c in self.idle.iter() {
             for core in &self.cores {
-                for &t in &core.queue {
+                for &(_, t) in &core.queue {
                     assert!(
                         !self.obs[t as usize].allowed.contains(c),
                         "core {c} idle while thread {t} waits and may run there (t={})",
@@ -1112,6 +1206,18 @@ impl<'a> Simulation<'a> {
     pub(crate) fn topology(&self) -> &'a Topology {
         self.topo
     }
+}
+
+/// Ask the CPU to bring `r`'s first cache line in (a hint: no effect on results).
+#[inline(always)]
+fn prefetch<T>(r: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it reads nothing into the program and cannot fault.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(r as *const T as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = r;
 }
 
 /// Time per instruction of a phase alone on the fastest core with the whole LLC and local memory.

@@ -1,0 +1,395 @@
+//! `hetsched simulate` and `hetsched workloads`.
+
+use crate::machine::resolve_machine;
+use crate::{bad_input, report};
+use clap::Args;
+use hetsched_core::policies::{policy_by_name, policy_names};
+use hetsched_core::Topology;
+use hetsched_sim::engine::NS_PER_S;
+use hetsched_sim::presets::{workload_names, workload_preset, DEFAULT_WORKLOAD, WORKLOAD_PRESETS};
+use hetsched_sim::{RunResult, SimConfig, Workload};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The machine of the embedded default scenario.
+pub const DEFAULT_MACHINE: &str = "amps-smp";
+
+/// Simulated-time limit for a workload that ends by itself, s.
+pub const FINITE_LIMIT_S: f64 = 3600.0;
+/// Simulated time for a workload that runs forever (closed loop), s.
+pub const OPEN_ENDED_S: f64 = 60.0;
+
+#[derive(Args, Debug, Default)]
+pub struct SimulateArgs {
+    /// Machine preset or machine file (default: amps-smp).
+    #[arg(long)]
+    pub machine: Option<String>,
+    /// Workload preset or workload file (default: mixed-default).
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// Policies to compare, comma-separated (default: every implemented policy). The baseline
+    /// linux-default always runs, for the speedups.
+    #[arg(long, value_delimiter = ',')]
+    pub policy: Vec<String>,
+    /// First seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Number of seeds (seed, seed+1, ...); results give mean and spread.
+    #[arg(long, default_value_t = 1)]
+    pub seeds: u32,
+    /// Simulated seconds to run (default: until the work is done, at most 3600 s; 60 s for a
+    /// workload that restarts forever).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Scheduler tick and time slice, ms.
+    #[arg(long, default_value_t = 4.0)]
+    pub quantum_ms: f64,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Write report.html (Gantt chart, completion bars) and results.json into this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Check the engine's invariants after every step (slow).
+    #[arg(long, hide = true)]
+    pub check: bool,
+}
+
+/// Checked arguments, before anything is built.
+struct Plan {
+    topology: Topology,
+    workload: Workload,
+    policies: Vec<String>,
+    seeds: Vec<u64>,
+    cfg: SimConfig,
+}
+
+pub fn resolve_workload(spec: &str, topo: &Topology) -> anyhow::Result<Workload> {
+    if let Some(w) = workload_preset(spec, topo) {
+        return w.map_err(|e| anyhow::anyhow!("{e}"));
+    }
+    let path = Path::new(spec);
+    if spec.ends_with(".toml") || path.exists() {
+        return Workload::load(path, topo).map_err(|e| bad_input(e.to_string()));
+    }
+    Err(bad_input(format!(
+        "--workload {spec:?}: no such preset or file (presets: {})",
+        workload_names().collect::<Vec<_>>().join(", ")
+    )))
+}
+
+fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
+    let mut policies: Vec<String> = if args.policy.is_empty() {
+        policy_names().map(String::from).collect()
+    } else {
+        args.policy.iter().map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect()
+    };
+    for p in &policies {
+        if policy_by_name(p).is_none() {
+            return Err(bad_input(format!(
+                "--policy {p:?}: unknown policy (implemented: {})",
+                policy_names().collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
+    policies.retain(|p| p != "linux-default");
+    policies.insert(0, "linux-default".into());
+    if args.seeds == 0 {
+        return Err(bad_input("--seeds 0: need at least one seed"));
+    }
+    if !(args.quantum_ms.is_finite() && args.quantum_ms >= 0.1 && args.quantum_ms <= 1000.0) {
+        return Err(bad_input(format!("--quantum-ms {}: must be between 0.1 and 1000", args.quantum_ms)));
+    }
+    if let Some(d) = args.duration {
+        if !(d.is_finite() && d > 0.0 && d <= 1e6) {
+            return Err(bad_input(format!("--duration {d}: must be a positive number of seconds (at most 1e6)")));
+        }
+    }
+    let topology = resolve_machine(args.machine.as_deref().unwrap_or(DEFAULT_MACHINE))?;
+    let workload = resolve_workload(args.workload.as_deref().unwrap_or(DEFAULT_WORKLOAD), &topology)?;
+    let duration_s = args.duration.unwrap_or(if workload.is_finite() { FINITE_LIMIT_S } else { OPEN_ENDED_S });
+    let cfg = SimConfig {
+        seed: args.seed,
+        duration_ns: (duration_s * NS_PER_S as f64) as u64,
+        quantum_ns: (args.quantum_ms * 1e6) as u64,
+        record_gantt: args.out.is_some(),
+        check_invariants: args.check,
+    };
+    let seeds = (0..args.seeds as u64).map(|i| args.seed + i).collect();
+    Ok(Plan { topology, workload, policies, seeds, cfg })
+}
+
+/// Per-app figures over seeds.
+#[derive(Serialize, Clone)]
+pub struct AppSummary {
+    pub name: String,
+    /// Mean completion time over every completion of every seed, s.
+    pub completion_s: Option<f64>,
+    /// Completions per seed (mean).
+    pub completions: f64,
+}
+
+/// One policy over every seed.
+#[derive(Serialize, Clone)]
+pub struct PolicySummary {
+    pub policy: String,
+    /// Mean over seeds, s.
+    pub makespan_s: f64,
+    pub makespan_min_s: f64,
+    pub makespan_max_s: f64,
+    /// Mean over seeds of the per-seed speedup against the baseline of the same seed.
+    pub speedup_vs_baseline: f64,
+    pub speedup_min: f64,
+    pub speedup_max: f64,
+    pub apps: Vec<AppSummary>,
+    /// Mean over seeds.
+    pub migrations: f64,
+    /// Mean over seeds of the coefficient of variation of per-thread progress rate.
+    pub fairness: f64,
+    /// Mean over seeds.
+    pub llc_misses: f64,
+    /// Mean over seeds.
+    pub policy_cpu_s: f64,
+    /// True when every seed finished its work.
+    pub finished: bool,
+}
+
+#[derive(Serialize, Default, Clone, Copy)]
+pub struct EngineTotals {
+    pub events: u64,
+    pub wall_s: f64,
+    pub events_per_s: f64,
+    /// Runs simulated.
+    pub runs: usize,
+}
+
+#[derive(Serialize)]
+pub struct SimulateJson {
+    pub machine: String,
+    pub workload: String,
+    pub seed: u64,
+    pub seeds: usize,
+    /// How speedups are computed for this workload.
+    pub speedup_basis: &'static str,
+    pub baseline: PolicySummary,
+    pub results: Vec<PolicySummary>,
+    pub engine: EngineTotals,
+    /// Every run, policy-major, seed-minor.
+    pub runs: Vec<RunResult>,
+}
+
+/// Speedup of `r` over `base`: the makespan ratio when the workload ends by itself; otherwise the
+/// geometric mean over apps of the ratio of mean completion times (closed-loop throughput).
+pub fn speedup(base: &RunResult, r: &RunResult, finite: bool) -> f64 {
+    if finite && base.finished && r.finished && r.makespan_s > 0.0 {
+        return base.makespan_s / r.makespan_s;
+    }
+    let ratios: Vec<f64> = base
+        .apps
+        .iter()
+        .zip(&r.apps)
+        .filter_map(|(b, x)| match (b.completion_s, x.completion_s) {
+            (Some(bt), Some(xt)) if xt > 0.0 => Some(bt / xt),
+            _ => None,
+        })
+        .collect();
+    if ratios.is_empty() {
+        return 1.0;
+    }
+    (ratios.iter().map(|x| x.ln()).sum::<f64>() / ratios.len() as f64).exp()
+}
+
+fn summarize(policy: &str, runs: &[&RunResult], bases: &[&RunResult], finite: bool) -> PolicySummary {
+    let n = runs.len() as f64;
+    let makespans: Vec<f64> = runs.iter().map(|r| r.makespan_s).collect();
+    let speedups: Vec<f64> = runs.iter().zip(bases).map(|(r, b)| speedup(b, r, finite)).collect();
+    let apps = runs[0]
+        .apps
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let all: Vec<f64> = runs.iter().flat_map(|r| r.apps[i].completion_times_s.iter().copied()).collect();
+            AppSummary {
+                name: a.name.clone(),
+                completion_s: if all.is_empty() { None } else { Some(all.iter().sum::<f64>() / all.len() as f64) },
+                completions: all.len() as f64 / n,
+            }
+        })
+        .collect();
+    let mean = |f: &dyn Fn(&RunResult) -> f64| runs.iter().map(|r| f(r)).sum::<f64>() / n;
+    PolicySummary {
+        policy: policy.to_string(),
+        makespan_s: makespans.iter().sum::<f64>() / n,
+        makespan_min_s: makespans.iter().cloned().fold(f64::MAX, f64::min),
+        makespan_max_s: makespans.iter().cloned().fold(f64::MIN, f64::max),
+        speedup_vs_baseline: speedups.iter().sum::<f64>() / n,
+        speedup_min: speedups.iter().cloned().fold(f64::MAX, f64::min),
+        speedup_max: speedups.iter().cloned().fold(f64::MIN, f64::max),
+        apps,
+        migrations: mean(&|r| r.migrations as f64),
+        fairness: mean(&|r| r.fairness),
+        llc_misses: mean(&|r| r.llc_misses),
+        policy_cpu_s: mean(&|r| r.policy_cpu_s),
+        finished: runs.iter().all(|r| r.finished),
+    }
+}
+
+/// Run every (policy, seed) pair, in parallel on the machine's cores; results in plan order.
+fn run_all(plan: &Plan) -> Vec<RunResult> {
+    let jobs: Vec<(usize, &str, u64)> = plan
+        .policies
+        .iter()
+        .flat_map(|p| plan.seeds.iter().map(move |&s| (p.as_str(), s)))
+        .enumerate()
+        .map(|(i, (p, s))| (i, p, s))
+        .collect();
+    let bar = indicatif::ProgressBar::new(jobs.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let results: Mutex<Vec<Option<RunResult>>> = Mutex::new(vec![None; jobs.len()]);
+    let next = Mutex::new(0usize);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len()).max(1);
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let job = {
+                    let mut n = next.lock().unwrap_or_else(|e| e.into_inner());
+                    let j = *n;
+                    *n += 1;
+                    j
+                };
+                let Some(&(i, policy, seed)) = jobs.get(job) else { break };
+                let Some(p) = policy_by_name(policy) else { break };
+                let cfg = SimConfig { seed, ..plan.cfg.clone() };
+                let r = hetsched_sim::simulate(&plan.topology, &plan.workload, p, cfg);
+                bar.set_message(format!("{policy} seed {seed}"));
+                bar.inc(1);
+                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+            });
+        }
+    });
+    bar.finish_and_clear();
+    results.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().flatten().collect()
+}
+
+pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
+    let plan = plan(args)?;
+    let runs = run_all(&plan);
+    let k = plan.seeds.len();
+    if runs.len() != plan.policies.len() * k {
+        anyhow::bail!("a simulation run failed to produce a result");
+    }
+    let finite = plan.workload.is_finite();
+    let bases: Vec<&RunResult> = runs[..k].iter().collect();
+    let mut results = Vec::new();
+    for (pi, p) in plan.policies.iter().enumerate() {
+        let rs: Vec<&RunResult> = runs[pi * k..(pi + 1) * k].iter().collect();
+        results.push(summarize(p, &rs, &bases, finite));
+    }
+    if results.iter().any(|r| !r.finished) && finite && args.duration.is_none() {
+        tracing::warn!(
+            "some runs did not finish within {} simulated seconds; their makespan is the limit",
+            plan.cfg.duration_ns as f64 / NS_PER_S as f64
+        );
+    }
+    let mut engine = EngineTotals { runs: runs.len(), ..Default::default() };
+    for r in &runs {
+        engine.events += r.engine.events;
+        engine.wall_s += r.engine.wall_s;
+    }
+    engine.events_per_s = if engine.wall_s > 0.0 { engine.events as f64 / engine.wall_s } else { 0.0 };
+    let doc = SimulateJson {
+        machine: plan.topology.name().to_string(),
+        workload: plan.workload.name.clone(),
+        seed: plan.seeds[0],
+        seeds: k,
+        speedup_basis: if finite { "makespan ratio" } else { "geometric mean of per-app completion-time ratios" },
+        baseline: results[0].clone(),
+        results,
+        engine,
+        runs,
+    };
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("--out {}: {e}", dir.display()))?;
+        std::fs::write(dir.join("results.json"), serde_json::to_string_pretty(&doc)?)?;
+        std::fs::write(dir.join("report.html"), report::simulate_report(&doc, &plan.topology))?;
+        eprintln!("wrote {}", dir.join("report.html").display());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{}", table(&doc));
+    }
+    Ok(())
+}
+
+/// The human table: policy, makespan, speedup vs baseline, fairness, migrations.
+pub fn table(doc: &SimulateJson) -> String {
+    let mut out = format!(
+        "machine {} · workload {} · {} seed(s) from {} · speedup = {}\n",
+        doc.machine, doc.workload, doc.seeds, doc.seed, doc.speedup_basis
+    );
+    out.push_str(&format!(
+        "{:<16} {:>12} {:>16} {:>13} {:>11} {:>10}\n",
+        "policy", "makespan_s", "speedup", "fairness_cv", "migrations", "policy_ms"
+    ));
+    for r in &doc.results {
+        let spread = if doc.seeds > 1 {
+            format!("{:.3} [{:.2}-{:.2}]", r.speedup_vs_baseline, r.speedup_min, r.speedup_max)
+        } else {
+            format!("{:.3}", r.speedup_vs_baseline)
+        };
+        out.push_str(&format!(
+            "{:<16} {:>12.3} {:>16} {:>13.3} {:>11.0} {:>10.2}{}\n",
+            r.policy,
+            r.makespan_s,
+            spread,
+            r.fairness,
+            r.migrations,
+            r.policy_cpu_s * 1e3,
+            if r.finished { "" } else { "  (unfinished)" }
+        ));
+    }
+    out.push_str(&format!(
+        "engine: {} runs, {} events in {:.3} s ({:.2} M events/s)\n",
+        doc.engine.runs,
+        doc.engine.events,
+        doc.engine.wall_s,
+        doc.engine.events_per_s / 1e6
+    ));
+    out
+}
+
+#[derive(Args, Debug)]
+pub struct WorkloadsArgs {
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct NamedJson {
+    name: String,
+    description: String,
+}
+
+pub fn run_workloads(args: &WorkloadsArgs) -> anyhow::Result<()> {
+    let topo = resolve_machine(DEFAULT_MACHINE)?;
+    let mut list = Vec::new();
+    for (name, _) in WORKLOAD_PRESETS {
+        let w = resolve_workload(name, &topo)?;
+        list.push(NamedJson { name: name.to_string(), description: w.description });
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+    } else {
+        let w = list.iter().map(|m| m.name.len()).max().unwrap_or(0);
+        for m in &list {
+            println!("{:<w$}  {}", m.name, m.description);
+        }
+    }
+    Ok(())
+}
