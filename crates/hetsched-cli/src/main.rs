@@ -52,7 +52,8 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("HETSCHED_LOG").unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("HETSCHED_LOG")
+                .unwrap_or_else(|_| "warn".into()),
         )
         .without_time()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -63,12 +64,21 @@ fn main() -> ExitCode {
         Some(Command::Machines(args)) => topo::run_machines(&args),
         Some(Command::Simulate(args)) => simulate::run_simulate(&args),
         Some(Command::Workloads(args)) => simulate::run_workloads(&args),
-        None => simulate::run_simulate(&simulate::SimulateArgs { seed: 1, seeds: 1, quantum_ms: 4.0, ..Default::default() }),
+        None => simulate::run_simulate(&simulate::SimulateArgs {
+            seed: 1,
+            seeds: 1,
+            quantum_ms: 4.0,
+            ..Default::default()
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let code = if e.downcast_ref::<BadInput>().is_some() { 2 } else { 1 };
+            let code = if e.downcast_ref::<BadInput>().is_some() {
+                2
+            } else {
+                1
+            };
             eprintln!("hetsched: {e:#}");
             ExitCode::from(code)
         }

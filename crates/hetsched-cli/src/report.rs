@@ -10,12 +10,17 @@ use std::fmt::Write;
 pub const GANTT_MAX_CORES: usize = 64;
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// A stable colour per name.
 fn color(name: &str) -> String {
-    let h = name.bytes().fold(2166136261u32, |h, b| (h ^ b as u32).wrapping_mul(16777619));
+    let h = name
+        .bytes()
+        .fold(2166136261u32, |h, b| (h ^ b as u32).wrapping_mul(16777619));
     format!("hsl({}, 60%, 55%)", h % 360)
 }
 
@@ -24,10 +29,20 @@ fn bar_chart(title: &str, rows: &[(String, f64)], unit: &str, reference: Option<
     let label_w = 150.0;
     let row_h = 22.0;
     let h = rows.len() as f64 * row_h + 40.0;
-    let max = rows.iter().map(|r| r.1).fold(reference.unwrap_or(0.0), f64::max).max(1e-12);
+    let max = rows
+        .iter()
+        .map(|r| r.1)
+        .fold(reference.unwrap_or(0.0), f64::max)
+        .max(1e-12);
     let scale = (w - label_w - 80.0) / max;
-    let mut svg = format!(r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#);
-    let _ = write!(svg, r#"<text x="0" y="14" font-weight="bold">{}</text>"#, esc(title));
+    let mut svg = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = write!(
+        svg,
+        r#"<text x="0" y="14" font-weight="bold">{}</text>"#,
+        esc(title)
+    );
     for (i, (name, v)) in rows.iter().enumerate() {
         let y = 24.0 + i as f64 * row_h;
         let _ = write!(
@@ -45,7 +60,11 @@ fn bar_chart(title: &str, rows: &[(String, f64)], unit: &str, reference: Option<
     }
     if let Some(r) = reference {
         let x = label_w + r * scale;
-        let _ = write!(svg, r#"<line x1="{x:.1}" y1="20" x2="{x:.1}" y2="{}" stroke="black" stroke-dasharray="4 3"/>"#, h - 10.0);
+        let _ = write!(
+            svg,
+            r#"<line x1="{x:.1}" y1="20" x2="{x:.1}" y2="{}" stroke="black" stroke-dasharray="4 3"/>"#,
+            h - 10.0
+        );
     }
     svg.push_str("</svg>");
     svg
@@ -53,18 +72,32 @@ fn bar_chart(title: &str, rows: &[(String, f64)], unit: &str, reference: Option<
 
 fn gantt(doc: &SimulateJson, run_index: usize, cores: usize) -> String {
     let run = &doc.runs[run_index];
-    let Some(segments) = &run.gantt else { return String::new() };
+    let Some(segments) = &run.gantt else {
+        return String::new();
+    };
     let end_ns = segments.iter().map(|s| s.end_ns).max().unwrap_or(1).max(1) as f64;
     let w = 900.0;
     let left = 60.0;
     let row_h = 14.0;
     let h = cores as f64 * row_h + 50.0;
     let scale = (w - left - 10.0) / end_ns;
-    let mut svg = format!(r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">"#);
-    let _ = write!(svg, r#"<text x="0" y="12" font-weight="bold">{} (seed {}): which thread ran where</text>"#, esc(&run.policy), run.seed);
+    let mut svg = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = write!(
+        svg,
+        r#"<text x="0" y="12" font-weight="bold">{} (seed {}): which thread ran where</text>"#,
+        esc(&run.policy),
+        run.seed
+    );
     for c in 0..cores {
         let y = 20.0 + c as f64 * row_h;
-        let _ = write!(svg, r#"<text x="{}" y="{}" text-anchor="end">core {c}</text>"#, left - 4.0, y + 10.0);
+        let _ = write!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="end">core {c}</text>"#,
+            left - 4.0,
+            y + 10.0
+        );
     }
     for s in segments {
         let x = left + s.start_ns as f64 * scale;
@@ -81,17 +114,30 @@ fn gantt(doc: &SimulateJson, run_index: usize, cores: usize) -> String {
             s.end_ns as f64 / 1e9
         );
     }
-    let _ = write!(svg, r#"<text x="{left}" y="{}">0 s</text><text x="{}" y="{}" text-anchor="end">{:.3} s</text>"#, h - 8.0, w - 10.0, h - 8.0, end_ns / 1e9);
+    let _ = write!(
+        svg,
+        r#"<text x="{left}" y="{}">0 s</text><text x="{}" y="{}" text-anchor="end">{:.3} s</text>"#,
+        h - 8.0,
+        w - 10.0,
+        h - 8.0,
+        end_ns / 1e9
+    );
     svg.push_str("</svg>");
     if run.gantt_dropped > 0 {
-        let _ = write!(svg, "<p>{} later segments not drawn.</p>", run.gantt_dropped);
+        let _ = write!(
+            svg,
+            "<p>{} later segments not drawn.</p>",
+            run.gantt_dropped
+        );
     }
     svg
 }
 
 /// The whole page.
 pub fn simulate_report(doc: &SimulateJson, topo: &Topology) -> String {
-    let mut html = String::from("<!doctype html><html><head><meta charset=\"utf-8\"><title>hetsched simulate</title>");
+    let mut html = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>hetsched simulate</title>",
+    );
     html.push_str("<style>body{font-family:sans-serif;margin:2em;max-width:1000px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th:first-child,td:first-child{text-align:left}</style></head><body>");
     let _ = write!(
         html,
@@ -119,16 +165,35 @@ pub fn simulate_report(doc: &SimulateJson, topo: &Topology) -> String {
         );
     }
     html.push_str("</table>");
-    let speedups: Vec<(String, f64)> = doc.results.iter().map(|r| (r.policy.clone(), r.speedup_vs_baseline)).collect();
-    html.push_str(&bar_chart("Speedup over linux-default (dashed: 1.0)", &speedups, "x", Some(1.0)));
+    let speedups: Vec<(String, f64)> = doc
+        .results
+        .iter()
+        .map(|r| (r.policy.clone(), r.speedup_vs_baseline))
+        .collect();
+    html.push_str(&bar_chart(
+        "Speedup over linux-default (dashed: 1.0)",
+        &speedups,
+        "x",
+        Some(1.0),
+    ));
     for (i, app) in doc.baseline.apps.iter().enumerate() {
         let rows: Vec<(String, f64)> = doc
             .results
             .iter()
-            .filter_map(|r| r.apps.get(i).and_then(|a| a.completion_s).map(|c| (r.policy.clone(), c)))
+            .filter_map(|r| {
+                r.apps
+                    .get(i)
+                    .and_then(|a| a.completion_s)
+                    .map(|c| (r.policy.clone(), c))
+            })
             .collect();
         if !rows.is_empty() {
-            html.push_str(&bar_chart(&format!("{}: mean completion time", app.name), &rows, "s", None));
+            html.push_str(&bar_chart(
+                &format!("{}: mean completion time", app.name),
+                &rows,
+                "s",
+                None,
+            ));
         }
     }
     if topo.num_cores() <= GANTT_MAX_CORES {
@@ -137,7 +202,10 @@ pub fn simulate_report(doc: &SimulateJson, topo: &Topology) -> String {
             html.push_str(&gantt(doc, pi * doc.seeds, topo.num_cores()));
         }
     } else {
-        let _ = write!(html, "<p>Gantt charts are drawn for machines of at most {GANTT_MAX_CORES} cores.</p>");
+        let _ = write!(
+            html,
+            "<p>Gantt charts are drawn for machines of at most {GANTT_MAX_CORES} cores.</p>"
+        );
     }
     html.push_str("</body></html>\n");
     html

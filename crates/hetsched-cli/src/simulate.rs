@@ -83,7 +83,11 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
     let mut policies: Vec<String> = if args.policy.is_empty() {
         policy_names().map(String::from).collect()
     } else {
-        args.policy.iter().map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect()
+        args.policy
+            .iter()
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect()
     };
     for p in &policies {
         if policy_by_name(p).is_none() {
@@ -99,16 +103,28 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
         return Err(bad_input("--seeds 0: need at least one seed"));
     }
     if !(args.quantum_ms.is_finite() && args.quantum_ms >= 0.1 && args.quantum_ms <= 1000.0) {
-        return Err(bad_input(format!("--quantum-ms {}: must be between 0.1 and 1000", args.quantum_ms)));
+        return Err(bad_input(format!(
+            "--quantum-ms {}: must be between 0.1 and 1000",
+            args.quantum_ms
+        )));
     }
     if let Some(d) = args.duration {
         if !(d.is_finite() && d > 0.0 && d <= 1e6) {
-            return Err(bad_input(format!("--duration {d}: must be a positive number of seconds (at most 1e6)")));
+            return Err(bad_input(format!(
+                "--duration {d}: must be a positive number of seconds (at most 1e6)"
+            )));
         }
     }
     let topology = resolve_machine(args.machine.as_deref().unwrap_or(DEFAULT_MACHINE))?;
-    let workload = resolve_workload(args.workload.as_deref().unwrap_or(DEFAULT_WORKLOAD), &topology)?;
-    let duration_s = args.duration.unwrap_or(if workload.is_finite() { FINITE_LIMIT_S } else { OPEN_ENDED_S });
+    let workload = resolve_workload(
+        args.workload.as_deref().unwrap_or(DEFAULT_WORKLOAD),
+        &topology,
+    )?;
+    let duration_s = args.duration.unwrap_or(if workload.is_finite() {
+        FINITE_LIMIT_S
+    } else {
+        OPEN_ENDED_S
+    });
     let cfg = SimConfig {
         seed: args.seed,
         duration_ns: (duration_s * NS_PER_S as f64) as u64,
@@ -117,7 +133,13 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
         check_invariants: args.check,
     };
     let seeds = (0..args.seeds as u64).map(|i| args.seed + i).collect();
-    Ok(Plan { topology, workload, policies, seeds, cfg })
+    Ok(Plan {
+        topology,
+        workload,
+        policies,
+        seeds,
+        cfg,
+    })
 }
 
 /// Per-app figures over seeds.
@@ -200,19 +222,35 @@ pub fn speedup(base: &RunResult, r: &RunResult, finite: bool) -> f64 {
     (ratios.iter().map(|x| x.ln()).sum::<f64>() / ratios.len() as f64).exp()
 }
 
-fn summarize(policy: &str, runs: &[&RunResult], bases: &[&RunResult], finite: bool) -> PolicySummary {
+fn summarize(
+    policy: &str,
+    runs: &[&RunResult],
+    bases: &[&RunResult],
+    finite: bool,
+) -> PolicySummary {
     let n = runs.len() as f64;
     let makespans: Vec<f64> = runs.iter().map(|r| r.makespan_s).collect();
-    let speedups: Vec<f64> = runs.iter().zip(bases).map(|(r, b)| speedup(b, r, finite)).collect();
+    let speedups: Vec<f64> = runs
+        .iter()
+        .zip(bases)
+        .map(|(r, b)| speedup(b, r, finite))
+        .collect();
     let apps = runs[0]
         .apps
         .iter()
         .enumerate()
         .map(|(i, a)| {
-            let all: Vec<f64> = runs.iter().flat_map(|r| r.apps[i].completion_times_s.iter().copied()).collect();
+            let all: Vec<f64> = runs
+                .iter()
+                .flat_map(|r| r.apps[i].completion_times_s.iter().copied())
+                .collect();
             AppSummary {
                 name: a.name.clone(),
-                completion_s: if all.is_empty() { None } else { Some(all.iter().sum::<f64>() / all.len() as f64) },
+                completion_s: if all.is_empty() {
+                    None
+                } else {
+                    Some(all.iter().sum::<f64>() / all.len() as f64)
+                },
                 completions: all.len() as f64 / n,
             }
         })
@@ -251,7 +289,10 @@ fn run_all(plan: &Plan) -> Vec<RunResult> {
     );
     let results: Mutex<Vec<Option<RunResult>>> = Mutex::new(vec![None; jobs.len()]);
     let next = Mutex::new(0usize);
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len()).max(1);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len())
+        .max(1);
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| loop {
@@ -261,9 +302,16 @@ fn run_all(plan: &Plan) -> Vec<RunResult> {
                     *n += 1;
                     j
                 };
-                let Some(&(i, policy, seed)) = jobs.get(job) else { break };
-                let Some(p) = policy_by_name(policy) else { break };
-                let cfg = SimConfig { seed, ..plan.cfg.clone() };
+                let Some(&(i, policy, seed)) = jobs.get(job) else {
+                    break;
+                };
+                let Some(p) = policy_by_name(policy) else {
+                    break;
+                };
+                let cfg = SimConfig {
+                    seed,
+                    ..plan.cfg.clone()
+                };
                 let r = hetsched_sim::simulate(&plan.topology, &plan.workload, p, cfg);
                 bar.set_message(format!("{policy} seed {seed}"));
                 bar.inc(1);
@@ -272,7 +320,12 @@ fn run_all(plan: &Plan) -> Vec<RunResult> {
         }
     });
     bar.finish_and_clear();
-    results.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().flatten().collect()
+    results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
@@ -295,27 +348,45 @@ pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
             plan.cfg.duration_ns as f64 / NS_PER_S as f64
         );
     }
-    let mut engine = EngineTotals { runs: runs.len(), ..Default::default() };
+    let mut engine = EngineTotals {
+        runs: runs.len(),
+        ..Default::default()
+    };
     for r in &runs {
         engine.events += r.engine.events;
         engine.wall_s += r.engine.wall_s;
     }
-    engine.events_per_s = if engine.wall_s > 0.0 { engine.events as f64 / engine.wall_s } else { 0.0 };
+    engine.events_per_s = if engine.wall_s > 0.0 {
+        engine.events as f64 / engine.wall_s
+    } else {
+        0.0
+    };
     let doc = SimulateJson {
         machine: plan.topology.name().to_string(),
         workload: plan.workload.name.clone(),
         seed: plan.seeds[0],
         seeds: k,
-        speedup_basis: if finite { "makespan ratio" } else { "geometric mean of per-app completion-time ratios" },
+        speedup_basis: if finite {
+            "makespan ratio"
+        } else {
+            "geometric mean of per-app completion-time ratios"
+        },
         baseline: results[0].clone(),
         results,
         engine,
         runs,
     };
     if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("--out {}: {e}", dir.display()))?;
-        std::fs::write(dir.join("results.json"), serde_json::to_string_pretty(&doc)?)?;
-        std::fs::write(dir.join("report.html"), report::simulate_report(&doc, &plan.topology))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("--out {}: {e}", dir.display()))?;
+        std::fs::write(
+            dir.join("results.json"),
+            serde_json::to_string_pretty(&doc)?,
+        )?;
+        std::fs::write(
+            dir.join("report.html"),
+            report::simulate_report(&doc, &plan.topology),
+        )?;
         eprintln!("wrote {}", dir.join("report.html").display());
     }
     if args.json {
@@ -338,7 +409,10 @@ pub fn table(doc: &SimulateJson) -> String {
     ));
     for r in &doc.results {
         let spread = if doc.seeds > 1 {
-            format!("{:.3} [{:.2}-{:.2}]", r.speedup_vs_baseline, r.speedup_min, r.speedup_max)
+            format!(
+                "{:.3} [{:.2}-{:.2}]",
+                r.speedup_vs_baseline, r.speedup_min, r.speedup_max
+            )
         } else {
             format!("{:.3}", r.speedup_vs_baseline)
         };
@@ -381,7 +455,10 @@ pub fn run_workloads(args: &WorkloadsArgs) -> anyhow::Result<()> {
     let mut list = Vec::new();
     for (name, _) in WORKLOAD_PRESETS {
         let w = resolve_workload(name, &topo)?;
-        list.push(NamedJson { name: name.to_string(), description: w.description });
+        list.push(NamedJson {
+            name: name.to_string(),
+            description: w.description,
+        });
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&list)?);

@@ -125,7 +125,9 @@ pub fn topo_json(t: &Topology) -> TopoJson {
                     effective_ghz: c.effective_ghz(),
                     cpi_factor: c.cpi_factor,
                     capacity: c.capacity,
-                    amps_power: cores.first().map_or(1.0, |core| t.scaled_power(core, AMPS_SCALING_FACTOR)),
+                    amps_power: cores
+                        .first()
+                        .map_or(1.0, |core| t.scaled_power(core, AMPS_SCALING_FACTOR)),
                     cores: cores.len(),
                 }
             })
@@ -133,7 +135,11 @@ pub fn topo_json(t: &Topology) -> TopoJson {
         modules: t
             .modules()
             .iter()
-            .map(|m| ModuleJson { id: m.id.0, cores: ids(&m.cores), shares_fpu: m.shares_fpu })
+            .map(|m| ModuleJson {
+                id: m.id.0,
+                cores: ids(&m.cores),
+                shares_fpu: m.shares_fpu,
+            })
             .collect(),
         caches: t
             .caches()
@@ -175,7 +181,12 @@ pub fn human_bytes(b: u64) -> String {
 fn class_label(t: &Topology, core: CoreId) -> String {
     let c = t.class_of(core);
     match (c.freq_ghz, c.duty < 1.0) {
-        (Some(f), true) => format!("{} {:.2} GHz ({:.0}% duty)", c.name, f * c.duty, c.duty * 100.0),
+        (Some(f), true) => format!(
+            "{} {:.2} GHz ({:.0}% duty)",
+            c.name,
+            f * c.duty,
+            c.duty * 100.0
+        ),
         (Some(f), false) => format!("{} {:.2} GHz", c.name, f),
         (None, _) => format!("{} capacity {:.2}", c.name, c.capacity),
     }
@@ -198,12 +209,22 @@ pub fn render_tree(t: &Topology) -> String {
         let c = t.class(id);
         let cores = t.class_cores(id);
         let freq = match c.effective_ghz() {
-            Some(e) if c.duty < 1.0 => format!("{e:.2} GHz ({:.2} GHz at {:.0}% duty)", c.freq_ghz.unwrap_or(0.0), c.duty * 100.0),
+            Some(e) if c.duty < 1.0 => format!(
+                "{e:.2} GHz ({:.2} GHz at {:.0}% duty)",
+                c.freq_ghz.unwrap_or(0.0),
+                c.duty * 100.0
+            ),
             Some(e) => format!("{e:.2} GHz"),
             None => "clock unknown".into(),
         };
-        let p = cores.first().map_or(1.0, |core| t.scaled_power(core, AMPS_SCALING_FACTOR));
-        let cpi = if c.cpi_factor != 1.0 { format!(", CPI x{:.2}", c.cpi_factor) } else { String::new() };
+        let p = cores
+            .first()
+            .map_or(1.0, |core| t.scaled_power(core, AMPS_SCALING_FACTOR));
+        let cpi = if c.cpi_factor != 1.0 {
+            format!(", CPI x{:.2}", c.cpi_factor)
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
             "  {:<12} {:>3} cores  {freq}{cpi}, capacity {:.3}, AMPS P {:.2}\n",
             c.name,
@@ -225,7 +246,14 @@ pub fn render_tree(t: &Topology) -> String {
         let remote = if remote.is_empty() {
             String::new()
         } else {
-            format!(", remote {} ns", remote.iter().map(|l| format!("{l:.0}")).collect::<Vec<_>>().join("/"))
+            format!(
+                ", remote {} ns",
+                remote
+                    .iter()
+                    .map(|l| format!("{l:.0}"))
+                    .collect::<Vec<_>>()
+                    .join("/")
+            )
         };
         out.push_str(&format!(
             "node {} · {} cores · memory {:.0} ns local{remote}\n",
@@ -236,7 +264,10 @@ pub fn render_tree(t: &Topology) -> String {
         // Group the node's cores by LLC domain.
         let mut by_llc: BTreeMap<Option<u32>, Vec<CoreId>> = BTreeMap::new();
         for &c in &node.cpus {
-            by_llc.entry(t.core(c).llc.map(|l| l.0)).or_default().push(c);
+            by_llc
+                .entry(t.core(c).llc.map(|l| l.0))
+                .or_default()
+                .push(c);
         }
         for (llc, cores) in by_llc {
             let indent = match llc {
@@ -265,7 +296,10 @@ pub fn render_tree(t: &Topology) -> String {
                             "{indent}module {}{}{} · cores {} {}\n",
                             m.id,
                             if m.shares_fpu { " (shared FPU" } else { " (" },
-                            l2.map_or(")".to_string(), |l2| format!(", L2 {})", human_bytes(l2.size_bytes))),
+                            l2.map_or(")".to_string(), |l2| format!(
+                                ", L2 {})",
+                                human_bytes(l2.size_bytes)
+                            )),
                             m.cores.iter().copied().collect::<CpuSet>(),
                             class_label(t, c)
                         ));
@@ -318,7 +352,10 @@ pub fn run_machines(args: &ListArgs) -> anyhow::Result<()> {
     let mut list = Vec::new();
     for (name, _) in MACHINE_PRESETS {
         let t = resolve_machine(name)?;
-        list.push(NamedJson { name: name.to_string(), description: t.description().to_string() });
+        list.push(NamedJson {
+            name: name.to_string(),
+            description: t.description().to_string(),
+        });
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&list)?);

@@ -5,7 +5,10 @@ use serde_json::Value;
 use std::process::Command;
 
 fn hetsched(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hetsched")).args(args).output().expect("run hetsched");
+    let out = Command::new(env!("CARGO_BIN_EXE_hetsched"))
+        .args(args)
+        .output()
+        .expect("run hetsched");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -24,7 +27,13 @@ fn class_freqs(v: &Value) -> Vec<(String, f64, u64)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| (c["name"].as_str().unwrap().to_string(), c["effective_ghz"].as_f64().unwrap(), c["cores"].as_u64().unwrap()))
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["effective_ghz"].as_f64().unwrap(),
+                c["cores"].as_u64().unwrap(),
+            )
+        })
         .collect();
     out.sort_by(|a, b| a.1.total_cmp(&b.1));
     out
@@ -35,7 +44,12 @@ fn every_preset_prints_json_with_the_papers_numbers() {
     let (code, out, _) = hetsched(&["machines", "--json"]);
     assert_eq!(code, 0);
     let list: Value = serde_json::from_str(&out).unwrap();
-    let names: Vec<&str> = list.as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
     assert!(names.len() >= 14);
     for name in &names {
         let v = topo_json(name);
@@ -47,26 +61,47 @@ fn every_preset_prints_json_with_the_papers_numbers() {
     // AMPS Table 1 / section 4.1: 8 cores, 2 at 2.66 GHz and 6 at half that; 79 ns.
     let smp = topo_json("amps-smp");
     assert_eq!(smp["cores"].as_array().unwrap().len(), 8);
-    assert_eq!(class_freqs(&smp), vec![("slow".into(), 1.33, 6), ("fast".into(), 2.66, 2)]);
+    assert_eq!(
+        class_freqs(&smp),
+        vec![("slow".into(), 1.33, 6), ("fast".into(), 2.66, 2)]
+    );
     assert_eq!(smp["nodes"][0]["latency_ns"][0], 79.0);
     // AMPS NUMA: 32 cores, 8 nodes, 68/146/176 ns.
     let numa = topo_json("amps-numa-1");
     assert_eq!(numa["cores"].as_array().unwrap().len(), 32);
     assert_eq!(numa["nodes"].as_array().unwrap().len(), 8);
-    let row: Vec<f64> = numa["nodes"][0]["latency_ns"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
-    assert_eq!(row, vec![68.0, 146.0, 176.0, 176.0, 146.0, 176.0, 176.0, 146.0]);
+    let row: Vec<f64> = numa["nodes"][0]["latency_ns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        row,
+        vec![68.0, 146.0, 176.0, 176.0, 146.0, 176.0, 176.0, 146.0]
+    );
     assert_eq!(numa["nodes"][0]["distance"][4], 21);
     // HASS Table 1: AMD-4,4,2,2.
     let amd = topo_json("hass-amd-4-4-2-2");
-    let f: Vec<(f64, u64)> = class_freqs(&amd).into_iter().map(|(_, f, n)| (f, n)).collect();
+    let f: Vec<(f64, u64)> = class_freqs(&amd)
+        .into_iter()
+        .map(|(_, f, n)| (f, n))
+        .collect();
     assert_eq!(f, vec![(1.15, 4), (1.4, 4), (2.0, 2), (2.3, 2)]);
     // BulldOver: 4 modules of 2 sharing the FPU.
     let b = topo_json("bulldover");
     assert_eq!(b["modules"].as_array().unwrap().len(), 4);
-    assert!(b["modules"].as_array().unwrap().iter().all(|m| m["shares_fpu"] == true && m["cores"].as_array().unwrap().len() == 2));
+    assert!(b["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["shares_fpu"] == true && m["cores"].as_array().unwrap().len() == 2));
     // Ding: 4 fast + 12 slow.
     let d = topo_json("ding-4f12s");
-    assert_eq!(class_freqs(&d), vec![("slow".into(), 1.0, 12), ("fast".into(), 2.0, 4)]);
+    assert_eq!(
+        class_freqs(&d),
+        vec![("slow".into(), 1.0, 12), ("fast".into(), 2.0, 4)]
+    );
 }
 
 #[test]
@@ -75,7 +110,10 @@ fn this_machine_from_sysfs_and_from_a_fixture_root() {
     assert_eq!(code, 0);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert!(!v["cores"].as_array().unwrap().is_empty());
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../hetsched-live/tests/fixtures/sysfs/big-little-phone");
+    let root = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../hetsched-live/tests/fixtures/sysfs/big-little-phone"
+    );
     let (code, out, err) = hetsched(&["topo", "--json", "--sysfs-root", root]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
@@ -99,8 +137,15 @@ fn bad_input_exits_2_with_one_line_naming_it() {
     std::fs::write(&file, "name = \"x\"\n[[classes]]\nname = \"a\"\nfreq_ghz = 2.0\n[[cores]]\ncpus = \"0-1\"\nclass = \"a\"\n[[nodes]]\ncpus = \"0-1\"\ndistance = [10, 20]\n").unwrap();
     let (code, _, err) = hetsched(&["topo", "--machine", file.to_str().unwrap(), "--json"]);
     assert_eq!(code, 2);
-    assert!(err.contains("bad.toml: nodes[0].distance: distance matrix is not square"), "{err}");
-    let (code, _, err) = hetsched(&["topo", "--machine", dir.join("missing.toml").to_str().unwrap()]);
+    assert!(
+        err.contains("bad.toml: nodes[0].distance: distance matrix is not square"),
+        "{err}"
+    );
+    let (code, _, err) = hetsched(&[
+        "topo",
+        "--machine",
+        dir.join("missing.toml").to_str().unwrap(),
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("missing.toml: cannot read"), "{err}");
     let (code, _, _) = hetsched(&["topo", "--bogus-flag"]);

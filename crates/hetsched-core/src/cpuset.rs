@@ -11,6 +11,11 @@ pub struct CpuSet {
 }
 
 impl CpuSet {
+    /// The bit words (bit i of word w is core 64·w + i).
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
     /// The empty set.
     pub fn new() -> Self {
         Self { words: Vec::new() }
@@ -50,7 +55,9 @@ impl CpuSet {
     #[inline]
     pub fn contains(&self, core: CoreId) -> bool {
         let (w, b) = (core.index() / 64, core.index() % 64);
-        self.words.get(w).is_some_and(|word| word & (1u64 << b) != 0)
+        self.words
+            .get(w)
+            .is_some_and(|word| word & (1u64 << b) != 0)
     }
 
     pub fn len(&self) -> usize {
@@ -83,8 +90,32 @@ impl CpuSet {
 
     /// Cores in both sets.
     pub fn intersection(&self, other: &CpuSet) -> CpuSet {
-        let words = self.words.iter().zip(&other.words).map(|(a, b)| a & b).collect();
+        let words = self
+            .words
+            .iter()
+            .zip(&other.words)
+            .map(|(a, b)| a & b)
+            .collect();
         CpuSet { words }
+    }
+
+    /// Cores in both sets, without building a set.
+    pub fn iter_intersection<'a>(&'a self, other: &'a CpuSet) -> impl Iterator<Item = CoreId> + 'a {
+        self.words
+            .iter()
+            .zip(&other.words)
+            .enumerate()
+            .flat_map(|(wi, (&a, &b))| {
+                let mut word = a & b;
+                std::iter::from_fn(move || {
+                    if word == 0 {
+                        return None;
+                    }
+                    let bit = word.trailing_zeros();
+                    word &= word - 1;
+                    Some(CoreId(wi as u32 * 64 + bit))
+                })
+            })
     }
 
     /// True when the sets share a core.
@@ -113,8 +144,10 @@ impl CpuSet {
             let part = part.trim();
             let (range, stride) = match part.split_once(':') {
                 Some((r, s)) => {
-                    let stride: u32 =
-                        s.trim().parse().map_err(|_| format!("bad stride {s:?} in {part:?}"))?;
+                    let stride: u32 = s
+                        .trim()
+                        .parse()
+                        .map_err(|_| format!("bad stride {s:?} in {part:?}"))?;
                     if stride == 0 {
                         return Err(format!("stride 0 in {part:?}"));
                     }
@@ -123,7 +156,10 @@ impl CpuSet {
                 None => (part, 1),
             };
             let parse = |s: &str| -> Result<u32, String> {
-                let v: u32 = s.trim().parse().map_err(|_| format!("{s:?} is not a CPU number"))?;
+                let v: u32 = s
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{s:?} is not a CPU number"))?;
                 if v >= MAX_CPUS {
                     return Err(format!("CPU {v} is beyond the supported {MAX_CPUS}"));
                 }
@@ -178,7 +214,9 @@ impl CpuSet {
 impl PartialEq for CpuSet {
     fn eq(&self, other: &Self) -> bool {
         let n = self.words.len().max(other.words.len());
-        (0..n).all(|i| self.words.get(i).copied().unwrap_or(0) == other.words.get(i).copied().unwrap_or(0))
+        (0..n).all(|i| {
+            self.words.get(i).copied().unwrap_or(0) == other.words.get(i).copied().unwrap_or(0)
+        })
     }
 }
 
@@ -217,7 +255,10 @@ mod tests {
     #[test]
     fn parses_kernel_cpulists() {
         let s = CpuSet::parse_list("0-3,8,10-11").unwrap();
-        assert_eq!(s.iter().map(|c| c.0).collect::<Vec<_>>(), vec![0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(
+            s.iter().map(|c| c.0).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 8, 10, 11]
+        );
         assert_eq!(CpuSet::parse_list("0-7:2").unwrap().to_list(), "0,2,4,6");
         assert!(CpuSet::parse_list("").unwrap().is_empty());
         assert_eq!(CpuSet::parse_list(" 5 \n").unwrap().to_list(), "5");
@@ -235,6 +276,10 @@ mod tests {
         let a = CpuSet::parse_list("0-3").unwrap();
         let b = CpuSet::parse_list("2-5,100").unwrap();
         assert_eq!(a.intersection(&b).to_list(), "2-3");
+        assert_eq!(
+            a.iter_intersection(&b).map(|c| c.0).collect::<Vec<_>>(),
+            vec![2, 3]
+        );
         assert!(a.intersects(&b));
         assert!(CpuSet::parse_list("1-2").unwrap().is_subset(&a));
         assert!(!b.is_subset(&a));
@@ -243,7 +288,10 @@ mod tests {
         for n in [0, 1, 63, 64, 65, 130] {
             let all = CpuSet::all(n);
             assert_eq!(all.len(), n);
-            assert_eq!(all.iter().last().map(|c| c.0), n.checked_sub(1).map(|x| x as u32));
+            assert_eq!(
+                all.iter().last().map(|c| c.0),
+                n.checked_sub(1).map(|x| x as u32)
+            );
         }
     }
 

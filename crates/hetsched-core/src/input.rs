@@ -16,21 +16,36 @@ pub struct InputError {
 
 impl InputError {
     pub fn at(source_name: &str, field: &str, message: impl Into<String>) -> Self {
-        Self { source_name: source_name.into(), location: format!("{field}: "), message: message.into() }
+        Self {
+            source_name: source_name.into(),
+            location: format!("{field}: "),
+            message: message.into(),
+        }
     }
 
     /// A TOML syntax or shape error, located by line.
     pub fn from_toml(source_name: &str, text: &str, e: &toml::de::Error) -> Self {
-        let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         Self {
             source_name: source_name.into(),
             location: line.map(|l| format!("line {l}: ")).unwrap_or_default(),
-            message: e.message().lines().next().unwrap_or("malformed TOML").to_string(),
+            message: e
+                .message()
+                .lines()
+                .next()
+                .unwrap_or("malformed TOML")
+                .to_string(),
         }
     }
 
     /// A file that cannot be read.
     pub fn unreadable(source_name: &str, e: &std::io::Error) -> Self {
-        Self { source_name: source_name.into(), location: String::new(), message: format!("cannot read: {e}") }
+        Self {
+            source_name: source_name.into(),
+            location: String::new(),
+            message: format!("cannot read: {e}"),
+        }
     }
 }

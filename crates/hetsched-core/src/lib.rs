@@ -14,8 +14,10 @@ pub mod rng;
 pub mod topology;
 
 pub use cpuset::CpuSet;
-pub use input::InputError;
 pub use ids::{AppId, ClassId, CoreId, LlcId, ModuleId, NodeId, ThreadId};
-pub use topology::{Cache, Core, CoreClass, Module, Node, Partition, Topology, TopologyError, TopologySpec};
+pub use input::InputError;
 pub use observe::{CoreObs, Counters, ThreadObs, ThreadState, View};
 pub use policy::{Hint, Placement, Policy};
+pub use topology::{
+    Cache, Core, CoreClass, Module, Node, Partition, Topology, TopologyError, TopologySpec,
+};

@@ -24,10 +24,12 @@
 //! ```
 
 use crate::cpuset::CpuSet;
-use crate::topology::{CacheSpec, ClassSpec, CoresSpec, GroupSpec, NodeSpec, Topology, TopologySpec};
+use crate::input::InputError;
+use crate::topology::{
+    CacheSpec, ClassSpec, CoresSpec, GroupSpec, NodeSpec, Topology, TopologySpec,
+};
 use serde::Deserialize;
 use std::path::Path;
-use crate::input::InputError;
 
 /// A machine file that cannot be used (one line: file, field or line, problem).
 pub type MachineFileError = InputError;
@@ -117,7 +119,9 @@ struct FileNode {
 /// multiples throughout, as sysfs and cache datasheets mean them).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let value: f64 = num.parse().map_err(|_| format!("{text:?} is not a size"))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
@@ -148,7 +152,11 @@ fn cpus(field: &str, text: &str) -> Result<CpuSet, (String, String)> {
 }
 
 /// Split a set into consecutive groups of `shared_by` cores (all of them when `None`).
-fn groups(field: &str, set: &CpuSet, shared_by: Option<u32>) -> Result<Vec<CpuSet>, (String, String)> {
+fn groups(
+    field: &str,
+    set: &CpuSet,
+    shared_by: Option<u32>,
+) -> Result<Vec<CpuSet>, (String, String)> {
     match shared_by {
         None => Ok(vec![set.clone()]),
         Some(0) => Err((format!("{field}.shared_by"), "must be at least 1".into())),
@@ -160,7 +168,9 @@ fn groups(field: &str, set: &CpuSet, shared_by: Option<u32>) -> Result<Vec<CpuSe
                     format!("{} cores do not split into groups of {k}", v.len()),
                 ));
             }
-            Ok(v.chunks(k as usize).map(|c| c.iter().copied().collect()).collect())
+            Ok(v.chunks(k as usize)
+                .map(|c| c.iter().copied().collect())
+                .collect())
         }
     }
 }
@@ -189,14 +199,25 @@ fn to_spec(m: FileMachine) -> Result<TopologySpec, (String, String)> {
     for (i, c) in m.cores.into_iter().enumerate() {
         let origin = format!("cores[{i}]");
         let set = cpus(&format!("{origin}.cpus"), &c.cpus)?;
-        spec.cores.push(CoresSpec { origin, cpus: set, class: c.class });
+        spec.cores.push(CoresSpec {
+            origin,
+            cpus: set,
+            class: c.class,
+        });
     }
-    for (name, list, out) in [("modules", m.modules, &mut spec.modules), ("smt", m.smt, &mut spec.smt)] {
+    for (name, list, out) in [
+        ("modules", m.modules, &mut spec.modules),
+        ("smt", m.smt, &mut spec.smt),
+    ] {
         for (i, g) in list.into_iter().enumerate() {
             let origin = format!("{name}[{i}]");
             let set = cpus(&format!("{origin}.cpus"), &g.cpus)?;
             for part in groups(&origin, &set, g.shared_by)? {
-                out.push(GroupSpec { origin: origin.clone(), cpus: part, shares_fpu: g.shares_fpu });
+                out.push(GroupSpec {
+                    origin: origin.clone(),
+                    cpus: part,
+                    shares_fpu: g.shares_fpu,
+                });
             }
         }
     }
@@ -205,8 +226,16 @@ fn to_spec(m: FileMachine) -> Result<TopologySpec, (String, String)> {
         let set = cpus(&format!("{origin}.cpus"), &c.cpus)?;
         let size = size_bytes(&format!("{origin}.size"), &c.size)?;
         let level = int_in::<u8>(format!("{origin}.level"), c.level, "1..5")?;
-        let assoc = int_in::<u32>(format!("{origin}.assoc"), c.assoc, "a positive number of ways")?;
-        let line = int_in::<u32>(format!("{origin}.line_bytes"), c.line_bytes, "a power of two")?;
+        let assoc = int_in::<u32>(
+            format!("{origin}.assoc"),
+            c.assoc,
+            "a positive number of ways",
+        )?;
+        let line = int_in::<u32>(
+            format!("{origin}.line_bytes"),
+            c.line_bytes,
+            "a power of two",
+        )?;
         for part in groups(&origin, &set, c.shared_by)? {
             spec.caches.push(CacheSpec {
                 origin: origin.clone(),
@@ -225,7 +254,13 @@ fn to_spec(m: FileMachine) -> Result<TopologySpec, (String, String)> {
             Some(s) => Some(size_bytes(&format!("{origin}.memory"), s)?),
             None => None,
         };
-        spec.nodes.push(NodeSpec { origin, cpus: set, distance: n.distance, latency_ns: n.latency_ns, memory_bytes });
+        spec.nodes.push(NodeSpec {
+            origin,
+            cpus: set,
+            distance: n.distance,
+            latency_ns: n.latency_ns,
+            memory_bytes,
+        });
     }
     Ok(spec)
 }
@@ -233,7 +268,8 @@ fn to_spec(m: FileMachine) -> Result<TopologySpec, (String, String)> {
 /// Parse and check a machine description. `source_name` names it in errors (a path or
 /// `preset NAME`).
 pub fn parse_machine(text: &str, source_name: &str) -> Result<Topology, MachineFileError> {
-    let file: FileMachine = toml::from_str(text).map_err(|e| InputError::from_toml(source_name, text, &e))?;
+    let file: FileMachine =
+        toml::from_str(text).map_err(|e| InputError::from_toml(source_name, text, &e))?;
     let spec = to_spec(file).map_err(|(field, msg)| InputError::at(source_name, &field, msg))?;
     Topology::build(spec).map_err(|e| InputError::at(source_name, &e.field, e.message))
 }
@@ -317,7 +353,9 @@ cpus = "0-3"
     fn bad(edit: (&str, &str)) -> String {
         let text = GOOD.replacen(edit.0, edit.1, 1);
         assert_ne!(text, GOOD, "edit {edit:?} changed nothing");
-        parse_machine(&text, "m.toml").expect_err("should be rejected").to_string()
+        parse_machine(&text, "m.toml")
+            .expect_err("should be rejected")
+            .to_string()
     }
 
     /// Every malformed case we list, with the one line it must produce.
@@ -349,14 +387,29 @@ cpus = "0-3"
         let t = parse_machine(&format!("{GOOD}{nodes}"), "m.toml").unwrap();
         assert_eq!(t.nodes()[0].latency_ns, vec![80.0, 160.0]);
         let cases = [
-            (("distance = [20, 10]", "distance = [20, 10, 30]"), "m.toml: nodes[1].distance: distance matrix is not square: 3 entries for 2 nodes"),
-            (("cpus = \"2-3\"\ndistance", "cpus = \"1-3\"\ndistance"), "m.toml: nodes[1].cpus: core 1 is in two nodes"),
-            (("cpus = \"2-3\"\ndistance", "cpus = \"2\"\ndistance"), "m.toml: nodes: core 3 is in no node"),
-            (("distance = [10, 20]", "distance = [10, -20]"), "m.toml: nodes[0].distance: distances must be 1..255, got -20"),
+            (
+                ("distance = [20, 10]", "distance = [20, 10, 30]"),
+                "m.toml: nodes[1].distance: distance matrix is not square: 3 entries for 2 nodes",
+            ),
+            (
+                ("cpus = \"2-3\"\ndistance", "cpus = \"1-3\"\ndistance"),
+                "m.toml: nodes[1].cpus: core 1 is in two nodes",
+            ),
+            (
+                ("cpus = \"2-3\"\ndistance", "cpus = \"2\"\ndistance"),
+                "m.toml: nodes: core 3 is in no node",
+            ),
+            (
+                ("distance = [10, 20]", "distance = [10, -20]"),
+                "m.toml: nodes[0].distance: distances must be 1..255, got -20",
+            ),
         ];
         for ((from, to), want) in cases {
             let text = format!("{GOOD}{nodes}").replacen(from, to, 1);
-            assert_eq!(parse_machine(&text, "m.toml").unwrap_err().to_string(), want);
+            assert_eq!(
+                parse_machine(&text, "m.toml").unwrap_err().to_string(),
+                want
+            );
         }
     }
 }

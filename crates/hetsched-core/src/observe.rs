@@ -119,6 +119,8 @@ impl<'a> View<'a> {
     }
     /// Threads that are running or runnable.
     pub fn live_threads(&self) -> impl Iterator<Item = &'a ThreadObs> + 'a {
-        self.threads.iter().filter(|t| matches!(t.state, ThreadState::Running | ThreadState::Runnable))
+        self.threads
+            .iter()
+            .filter(|t| matches!(t.state, ThreadState::Running | ThreadState::Runnable))
     }
 }

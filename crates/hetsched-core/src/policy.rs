@@ -20,14 +20,20 @@ impl Placement {
     }
     /// Pin to one core.
     pub fn pin(thread: ThreadId, core: CoreId) -> Self {
-        Self { thread, cpus: CpuSet::single(core) }
+        Self {
+            thread,
+            cpus: CpuSet::single(core),
+        }
     }
 }
 
 /// A hint from an application (Pinter section 4: the data fragment a thread works on next).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Hint {
-    DataFragment { current: Option<u64>, next: Option<u64> },
+    DataFragment {
+        current: Option<u64>,
+        next: Option<u64>,
+    },
 }
 
 /// A placement policy. The same object runs in the simulator and live.
@@ -55,7 +61,14 @@ pub trait Policy: Send {
     fn on_core_idle(&mut self, _view: &View<'_>, _core: CoreId, _out: &mut Vec<Placement>) {}
 
     /// An application sent a hint about one of its threads.
-    fn on_hint(&mut self, _view: &View<'_>, _thread: ThreadId, _hint: &Hint, _out: &mut Vec<Placement>) {}
+    fn on_hint(
+        &mut self,
+        _view: &View<'_>,
+        _thread: ThreadId,
+        _hint: &Hint,
+        _out: &mut Vec<Placement>,
+    ) {
+    }
 
     /// True for the baseline: the backend's own balancer does everything.
     fn is_baseline(&self) -> bool {

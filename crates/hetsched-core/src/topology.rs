@@ -127,7 +127,10 @@ pub struct TopologyError {
 
 impl TopologyError {
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { field: field.into(), message: message.into() }
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -199,7 +202,10 @@ pub struct TopologySpec {
 
 fn check_positive(field: &str, v: f64) -> Result<(), TopologyError> {
     if !v.is_finite() || v <= 0.0 {
-        return Err(TopologyError::new(field, format!("must be a positive number, got {v}")));
+        return Err(TopologyError::new(
+            field,
+            format!("must be a positive number, got {v}"),
+        ));
     }
     Ok(())
 }
@@ -212,7 +218,10 @@ impl Topology {
         }
         // Classes.
         if spec.classes.is_empty() {
-            return Err(TopologyError::new("classes", "at least one core class is needed"));
+            return Err(TopologyError::new(
+                "classes",
+                "at least one core class is needed",
+            ));
         }
         let mut class_index = BTreeMap::new();
         for (i, c) in spec.classes.iter().enumerate() {
@@ -220,15 +229,24 @@ impl Topology {
             if c.name.trim().is_empty() {
                 return Err(TopologyError::new(at("name"), "must not be empty"));
             }
-            if class_index.insert(c.name.clone(), ClassId(i as u32)).is_some() {
-                return Err(TopologyError::new(at("name"), format!("class {:?} is defined twice", c.name)));
+            if class_index
+                .insert(c.name.clone(), ClassId(i as u32))
+                .is_some()
+            {
+                return Err(TopologyError::new(
+                    at("name"),
+                    format!("class {:?} is defined twice", c.name),
+                ));
             }
             if let Some(f) = c.freq_ghz {
                 check_positive(&at("freq_ghz"), f)?;
             }
             if let Some(d) = c.duty {
                 if !(d > 0.0 && d <= 1.0) {
-                    return Err(TopologyError::new(at("duty"), format!("must be in (0, 1], got {d}")));
+                    return Err(TopologyError::new(
+                        at("duty"),
+                        format!("must be in (0, 1], got {d}"),
+                    ));
                 }
             }
             if let Some(x) = c.cpi_factor {
@@ -257,14 +275,21 @@ impl Topology {
             .collect();
         let any_given = spec.classes.iter().any(|c| c.capacity.is_some());
         if any_given && spec.classes.iter().any(|c| c.capacity.is_none()) {
-            let c = spec.classes.iter().find(|c| c.capacity.is_none()).map(|c| c.origin.clone());
+            let c = spec
+                .classes
+                .iter()
+                .find(|c| c.capacity.is_none())
+                .map(|c| c.origin.clone());
             return Err(TopologyError::new(
                 format!("{}.capacity", c.unwrap_or_default()),
                 "give capacity for every class or for none",
             ));
         }
         if !any_given && !all_have_freq {
-            return Err(TopologyError::new("classes", "every class needs freq_ghz when no capacity is given"));
+            return Err(TopologyError::new(
+                "classes",
+                "every class needs freq_ghz when no capacity is given",
+            ));
         }
         let max_raw = raw.iter().cloned().fold(f64::MIN, f64::max);
         let classes: Vec<CoreClass> = spec
@@ -284,10 +309,16 @@ impl Topology {
         let mut class_of: BTreeMap<u32, ClassId> = BTreeMap::new();
         for c in &spec.cores {
             let class = *class_index.get(&c.class).ok_or_else(|| {
-                TopologyError::new(format!("{}.class", c.origin), format!("unknown class {:?}", c.class))
+                TopologyError::new(
+                    format!("{}.class", c.origin),
+                    format!("unknown class {:?}", c.class),
+                )
             })?;
             if c.cpus.is_empty() {
-                return Err(TopologyError::new(format!("{}.cpus", c.origin), "names no cores"));
+                return Err(TopologyError::new(
+                    format!("{}.cpus", c.origin),
+                    "names no cores",
+                ));
             }
             for cpu in c.cpus.iter() {
                 if class_of.insert(cpu.0, class).is_some() {
@@ -304,16 +335,24 @@ impl Topology {
         }
         if let Some((&last, _)) = class_of.iter().next_back() {
             if last as usize != n - 1 {
-                let missing = (0..n as u32).find(|i| !class_of.contains_key(i)).unwrap_or(0);
+                let missing = (0..n as u32)
+                    .find(|i| !class_of.contains_key(i))
+                    .unwrap_or(0);
                 return Err(TopologyError::new(
                     "cores",
-                    format!("core ids must run 0..{} without gaps; core {missing} is missing", n - 1),
+                    format!(
+                        "core ids must run 0..{} without gaps; core {missing} is missing",
+                        n - 1
+                    ),
                 ));
             }
         }
         if let Some(os) = &spec.os_cpus {
             if os.len() != n {
-                return Err(TopologyError::new("os_cpus", format!("{} entries for {n} cores", os.len())));
+                return Err(TopologyError::new(
+                    "os_cpus",
+                    format!("{} entries for {n} cores", os.len()),
+                ));
             }
         }
         let all = CpuSet::all(n);
@@ -322,7 +361,10 @@ impl Topology {
                 return Err(TopologyError::new(field, "names no cores"));
             }
             if let Some(bad) = cpus.iter().find(|c| !all.contains(*c)) {
-                return Err(TopologyError::new(field, format!("unknown core {bad} (the machine has cores 0-{})", n - 1)));
+                return Err(TopologyError::new(
+                    field,
+                    format!("unknown core {bad} (the machine has cores 0-{})", n - 1),
+                ));
             }
             Ok(())
         };
@@ -336,11 +378,18 @@ impl Topology {
             let id = ModuleId(modules.len() as u32);
             for c in m.cpus.iter() {
                 if module_of[c.index()].is_some() {
-                    return Err(TopologyError::new(field, format!("core {c} is in two modules")));
+                    return Err(TopologyError::new(
+                        field,
+                        format!("core {c} is in two modules"),
+                    ));
                 }
                 module_of[c.index()] = Some(id);
             }
-            modules.push(Module { id, cores: m.cpus.iter().collect(), shares_fpu: m.shares_fpu });
+            modules.push(Module {
+                id,
+                cores: m.cpus.iter().collect(),
+                shares_fpu: m.shares_fpu,
+            });
         }
 
         // SMT siblings.
@@ -351,7 +400,10 @@ impl Topology {
             check_cpus(field.clone(), &g.cpus)?;
             for c in g.cpus.iter() {
                 if in_smt[c.index()] {
-                    return Err(TopologyError::new(field, format!("core {c} is in two SMT groups")));
+                    return Err(TopologyError::new(
+                        field,
+                        format!("core {c} is in two SMT groups"),
+                    ));
                 }
                 in_smt[c.index()] = true;
                 siblings[c.index()] = g.cpus.iter().filter(|&o| o != c).collect();
@@ -364,7 +416,10 @@ impl Topology {
         for c in &spec.caches {
             let at = |f: &str| format!("{}.{f}", c.origin);
             if c.level == 0 || c.level > 5 {
-                return Err(TopologyError::new(at("level"), format!("must be 1..5, got {}", c.level)));
+                return Err(TopologyError::new(
+                    at("level"),
+                    format!("must be 1..5, got {}", c.level),
+                ));
             }
             if c.size_bytes == 0 {
                 return Err(TopologyError::new(at("size"), "must be more than 0 bytes"));
@@ -373,12 +428,18 @@ impl Topology {
                 return Err(TopologyError::new(at("assoc"), "must be at least 1"));
             }
             if c.line_bytes == 0 || !c.line_bytes.is_power_of_two() {
-                return Err(TopologyError::new(at("line_bytes"), format!("must be a power of two, got {}", c.line_bytes)));
+                return Err(TopologyError::new(
+                    at("line_bytes"),
+                    format!("must be a power of two, got {}", c.line_bytes),
+                ));
             }
             check_cpus(at("cpus"), &c.cpus)?;
             for cpu in c.cpus.iter() {
                 if cache_at.insert((c.level, cpu.0), caches.len()).is_some() {
-                    return Err(TopologyError::new(at("cpus"), format!("core {cpu} is in two L{} caches", c.level)));
+                    return Err(TopologyError::new(
+                        at("cpus"),
+                        format!("core {cpu} is in two L{} caches", c.level),
+                    ));
                 }
             }
             caches.push(Cache {
@@ -419,7 +480,10 @@ impl Topology {
                 if llc_of[c.index()] != Some(LlcId(i as u32)) {
                     return Err(TopologyError::new(
                         "caches",
-                        format!("core {c} shares an L{} cache but has a higher-level cache of its own", caches[idx].level),
+                        format!(
+                            "core {c} shares an L{} cache but has a higher-level cache of its own",
+                            caches[idx].level
+                        ),
                     ));
                 }
             }
@@ -448,30 +512,45 @@ impl Topology {
                 check_cpus(at("cpus"), &nd.cpus)?;
                 for c in nd.cpus.iter() {
                     if node_of[c.index()].is_some() {
-                        return Err(TopologyError::new(at("cpus"), format!("core {c} is in two nodes")));
+                        return Err(TopologyError::new(
+                            at("cpus"),
+                            format!("core {c} is in two nodes"),
+                        ));
                     }
                     node_of[c.index()] = Some(NodeId(i as u32));
                 }
                 if nd.distance.len() != k {
                     return Err(TopologyError::new(
                         at("distance"),
-                        format!("distance matrix is not square: {} entries for {k} nodes", nd.distance.len()),
+                        format!(
+                            "distance matrix is not square: {} entries for {k} nodes",
+                            nd.distance.len()
+                        ),
                     ));
                 }
                 if let Some(bad) = nd.distance.iter().find(|&&d| d <= 0 || d > 255) {
-                    return Err(TopologyError::new(at("distance"), format!("distances must be 1..255, got {bad}")));
+                    return Err(TopologyError::new(
+                        at("distance"),
+                        format!("distances must be 1..255, got {bad}"),
+                    ));
                 }
                 let own = nd.distance[i];
                 if let Some(j) = (0..k).find(|&j| nd.distance[j] < own) {
                     return Err(TopologyError::new(
                         at("distance"),
-                        format!("node {j} is nearer ({}) than the node itself ({own})", nd.distance[j]),
+                        format!(
+                            "node {j} is nearer ({}) than the node itself ({own})",
+                            nd.distance[j]
+                        ),
                     ));
                 }
                 let latency = match &nd.latency_ns {
                     Some(row) => {
                         if row.len() != k {
-                            return Err(TopologyError::new(at("latency_ns"), format!("{} entries for {k} nodes", row.len())));
+                            return Err(TopologyError::new(
+                                at("latency_ns"),
+                                format!("{} entries for {k} nodes", row.len()),
+                            ));
                         }
                         for &v in row {
                             check_positive(&at("latency_ns"), v)?;
@@ -480,10 +559,16 @@ impl Topology {
                     }
                     None => {
                         let local = spec.memory_latency_ns.ok_or_else(|| {
-                            TopologyError::new(at("latency_ns"), "needed (or a top-level memory_latency_ns to scale by distance)")
+                            TopologyError::new(
+                                at("latency_ns"),
+                                "needed (or a top-level memory_latency_ns to scale by distance)",
+                            )
                         })?;
                         check_positive("memory_latency_ns", local)?;
-                        nd.distance.iter().map(|&d| local * d as f64 / own as f64).collect()
+                        nd.distance
+                            .iter()
+                            .map(|&d| local * d as f64 / own as f64)
+                            .collect()
                     }
                 };
                 nodes.push(Node {
@@ -499,13 +584,19 @@ impl Topology {
                     if nodes[i].distance[j] != nodes[j].distance[i] {
                         return Err(TopologyError::new(
                             format!("{}.distance", spec.nodes[i].origin),
-                            format!("distance {i}->{j} is {} but {j}->{i} is {}", nodes[i].distance[j], nodes[j].distance[i]),
+                            format!(
+                                "distance {i}->{j} is {} but {j}->{i} is {}",
+                                nodes[i].distance[j], nodes[j].distance[i]
+                            ),
                         ));
                     }
                 }
             }
             if let Some(c) = node_of.iter().position(|x| x.is_none()) {
-                return Err(TopologyError::new("nodes", format!("core {c} is in no node")));
+                return Err(TopologyError::new(
+                    "nodes",
+                    format!("core {c} is in no node"),
+                ));
             }
         }
 
@@ -585,7 +676,9 @@ impl Topology {
     }
     /// The cache of a level that a core uses, if described.
     pub fn cache_of(&self, core: CoreId, level: u8) -> Option<&Cache> {
-        self.caches.iter().find(|c| c.level == level && c.cpus.contains(&core))
+        self.caches
+            .iter()
+            .find(|c| c.level == level && c.cpus.contains(&core))
     }
     /// The largest cache that a core has to itself (its private cache capacity), in bytes.
     pub fn private_cache_bytes(&self, core: CoreId) -> u64 {
@@ -614,23 +707,38 @@ impl Topology {
     pub fn classes_by_speed(&self) -> Vec<ClassId> {
         let mut ids: Vec<ClassId> = (0..self.classes.len() as u32).map(ClassId).collect();
         ids.sort_by(|a, b| {
-            self.classes[b.index()].capacity.total_cmp(&self.classes[a.index()].capacity).then(a.cmp(b))
+            self.classes[b.index()]
+                .capacity
+                .total_cmp(&self.classes[a.index()].capacity)
+                .then(a.cmp(b))
         });
         ids
     }
     /// Cores of a class.
     pub fn class_cores(&self, class: ClassId) -> CpuSet {
-        self.cores.iter().filter(|c| c.class == class).map(|c| c.id).collect()
+        self.cores
+            .iter()
+            .filter(|c| c.class == class)
+            .map(|c| c.id)
+            .collect()
     }
     /// True when the cores are not all of one speed.
     pub fn is_asymmetric(&self) -> bool {
-        let caps: Vec<f64> = self.cores.iter().map(|c| self.classes[c.class.index()].capacity).collect();
+        let caps: Vec<f64> = self
+            .cores
+            .iter()
+            .map(|c| self.classes[c.class.index()].capacity)
+            .collect();
         caps.iter().any(|&c| (c - caps[0]).abs() > 1e-9)
     }
 
     /// Relative speed F of a core: its capacity over the slowest core's capacity (AMPS section 2.2).
     pub fn relative_speed(&self, core: CoreId) -> f64 {
-        let min = self.classes.iter().map(|c| c.capacity).fold(f64::MAX, f64::min);
+        let min = self
+            .classes
+            .iter()
+            .map(|c| c.capacity)
+            .fold(f64::MAX, f64::min);
         self.class_of(core).capacity / min
     }
 
@@ -656,7 +764,10 @@ impl Topology {
         for class in self.classes_by_speed() {
             let cores: Vec<CoreId> = self.class_cores(class).iter().collect();
             if cores.len() <= max {
-                out.push(Partition { class, cores: cores.into_iter().collect() });
+                out.push(Partition {
+                    class,
+                    cores: cores.into_iter().collect(),
+                });
                 continue;
             }
             let mut by_llc: BTreeMap<Option<LlcId>, Vec<CoreId>> = BTreeMap::new();
@@ -665,7 +776,10 @@ impl Topology {
             }
             for (_, group) in by_llc {
                 for chunk in group.chunks(max) {
-                    out.push(Partition { class, cores: chunk.iter().copied().collect() });
+                    out.push(Partition {
+                        class,
+                        cores: chunk.iter().copied().collect(),
+                    });
                 }
             }
         }
@@ -674,7 +788,9 @@ impl Topology {
 
     /// The module of a core.
     pub fn module_of(&self, core: CoreId) -> Option<&Module> {
-        self.cores[core.index()].module.map(|m| &self.modules[m.index()])
+        self.cores[core.index()]
+            .module
+            .map(|m| &self.modules[m.index()])
     }
     /// Cores that share a module with `core`, itself excluded.
     pub fn module_mates(&self, core: CoreId) -> Vec<CoreId> {
@@ -706,22 +822,77 @@ pub(crate) mod tests {
             name: "test".into(),
             description: "2 fast + 2 slow".into(),
             classes: vec![
-                ClassSpec { origin: "classes[0]".into(), name: "fast".into(), freq_ghz: Some(2.0), ..Default::default() },
-                ClassSpec { origin: "classes[1]".into(), name: "slow".into(), freq_ghz: Some(1.0), ..Default::default() },
+                ClassSpec {
+                    origin: "classes[0]".into(),
+                    name: "fast".into(),
+                    freq_ghz: Some(2.0),
+                    ..Default::default()
+                },
+                ClassSpec {
+                    origin: "classes[1]".into(),
+                    name: "slow".into(),
+                    freq_ghz: Some(1.0),
+                    ..Default::default()
+                },
             ],
             cores: vec![
-                CoresSpec { origin: "cores[0]".into(), cpus: CpuSet::parse_list("0-1").unwrap(), class: "fast".into() },
-                CoresSpec { origin: "cores[1]".into(), cpus: CpuSet::parse_list("2-3").unwrap(), class: "slow".into() },
+                CoresSpec {
+                    origin: "cores[0]".into(),
+                    cpus: CpuSet::parse_list("0-1").unwrap(),
+                    class: "fast".into(),
+                },
+                CoresSpec {
+                    origin: "cores[1]".into(),
+                    cpus: CpuSet::parse_list("2-3").unwrap(),
+                    class: "slow".into(),
+                },
             ],
-            modules: vec![GroupSpec { origin: "modules[0]".into(), cpus: CpuSet::parse_list("2-3").unwrap(), shares_fpu: true }],
+            modules: vec![GroupSpec {
+                origin: "modules[0]".into(),
+                cpus: CpuSet::parse_list("2-3").unwrap(),
+                shares_fpu: true,
+            }],
             caches: vec![
-                CacheSpec { origin: "caches[0]".into(), level: 2, size_bytes: 1 << 20, assoc: 8, line_bytes: 64, cpus: CpuSet::parse_list("0").unwrap() },
-                CacheSpec { origin: "caches[1]".into(), level: 2, size_bytes: 1 << 20, assoc: 8, line_bytes: 64, cpus: CpuSet::parse_list("1").unwrap() },
-                CacheSpec { origin: "caches[2]".into(), level: 3, size_bytes: 4 << 20, assoc: 16, line_bytes: 64, cpus: CpuSet::parse_list("2-3").unwrap() },
+                CacheSpec {
+                    origin: "caches[0]".into(),
+                    level: 2,
+                    size_bytes: 1 << 20,
+                    assoc: 8,
+                    line_bytes: 64,
+                    cpus: CpuSet::parse_list("0").unwrap(),
+                },
+                CacheSpec {
+                    origin: "caches[1]".into(),
+                    level: 2,
+                    size_bytes: 1 << 20,
+                    assoc: 8,
+                    line_bytes: 64,
+                    cpus: CpuSet::parse_list("1").unwrap(),
+                },
+                CacheSpec {
+                    origin: "caches[2]".into(),
+                    level: 3,
+                    size_bytes: 4 << 20,
+                    assoc: 16,
+                    line_bytes: 64,
+                    cpus: CpuSet::parse_list("2-3").unwrap(),
+                },
             ],
             nodes: vec![
-                NodeSpec { origin: "nodes[0]".into(), cpus: CpuSet::parse_list("0-1").unwrap(), distance: vec![10, 20], latency_ns: Some(vec![70.0, 140.0]), memory_bytes: None },
-                NodeSpec { origin: "nodes[1]".into(), cpus: CpuSet::parse_list("2-3").unwrap(), distance: vec![20, 10], latency_ns: Some(vec![140.0, 70.0]), memory_bytes: None },
+                NodeSpec {
+                    origin: "nodes[0]".into(),
+                    cpus: CpuSet::parse_list("0-1").unwrap(),
+                    distance: vec![10, 20],
+                    latency_ns: Some(vec![70.0, 140.0]),
+                    memory_bytes: None,
+                },
+                NodeSpec {
+                    origin: "nodes[1]".into(),
+                    cpus: CpuSet::parse_list("2-3").unwrap(),
+                    distance: vec![20, 10],
+                    latency_ns: Some(vec![140.0, 70.0]),
+                    memory_bytes: None,
+                },
             ],
             ..Default::default()
         }
@@ -797,7 +968,10 @@ pub(crate) mod tests {
         let e = err(|s| s.caches[1].cpus = CpuSet::parse_list("0-1").unwrap());
         assert!(e.message.contains("two L2 caches"));
         let e = err(|s| s.nodes[1].distance = vec![30, 10]);
-        assert!(e.message.contains("distance 0->1 is 20 but 1->0 is 30"), "{e}");
+        assert!(
+            e.message.contains("distance 0->1 is 20 but 1->0 is 30"),
+            "{e}"
+        );
         let e = err(|s| s.nodes[0].distance = vec![20, 10]);
         assert!(e.message.contains("nearer"));
         let e = err(|s| s.classes[0].duty = Some(1.5));
@@ -808,7 +982,13 @@ pub(crate) mod tests {
             s.nodes[1].cpus = CpuSet::parse_list("2").unwrap();
         });
         assert!(e.message.contains("core 3 is in no node"));
-        let e = err(|s| s.modules.push(GroupSpec { origin: "modules[1]".into(), cpus: CpuSet::parse_list("3").unwrap(), shares_fpu: true }));
+        let e = err(|s| {
+            s.modules.push(GroupSpec {
+                origin: "modules[1]".into(),
+                cpus: CpuSet::parse_list("3").unwrap(),
+                shares_fpu: true,
+            })
+        });
         assert!(e.message.contains("two modules"));
     }
 }

@@ -82,30 +82,47 @@ pub fn discover(root: &Path) -> Discovery {
                 .collect();
             v.sort_unstable();
             if !v.is_empty() {
-                warnings.push(format!("{}: no online list; using the cpuN directories", cpu_dir.display()));
+                warnings.push(format!(
+                    "{}: no online list; using the cpuN directories",
+                    cpu_dir.display()
+                ));
             }
             v
         }
     };
     let os_cpus = if os_cpus.is_empty() {
-        warnings.push(format!("{}: no CPUs found; assuming one unknown CPU", cpu_dir.display()));
+        warnings.push(format!(
+            "{}: no CPUs found; assuming one unknown CPU",
+            cpu_dir.display()
+        ));
         vec![0]
     } else {
         os_cpus
     };
-    let dense: BTreeMap<u32, CoreId> = os_cpus.iter().enumerate().map(|(i, &c)| (c, CoreId(i as u32))).collect();
+    let dense: BTreeMap<u32, CoreId> = os_cpus
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| (c, CoreId(i as u32)))
+        .collect();
     let cpu_path = |c: u32| cpu_dir.join(format!("cpu{c}"));
     // Map an OS cpulist to dense ids, ignoring offline CPUs.
     let to_dense = |text: &str| -> Option<CpuSet> {
         let set = CpuSet::parse_list(text).ok()?;
-        Some(set.iter().filter_map(|c| dense.get(&c.0).copied()).collect())
+        Some(
+            set.iter()
+                .filter_map(|c| dense.get(&c.0).copied())
+                .collect(),
+        )
     };
 
     // Capacity.
     let mut capacity_source = None;
     let mut capacity: Vec<f64> = vec![1.0; os_cpus.len()];
     for src in CAPACITY_SOURCES {
-        let vals: Option<Vec<f64>> = os_cpus.iter().map(|&c| read_num(&cpu_path(c).join(src))).collect();
+        let vals: Option<Vec<f64>> = os_cpus
+            .iter()
+            .map(|&c| read_num(&cpu_path(c).join(src)))
+            .collect();
         if let Some(vals) = vals {
             if vals.iter().any(|&v| v != vals[0]) && vals.iter().all(|&v| v > 0.0) {
                 capacity = vals;
@@ -132,7 +149,10 @@ pub fn discover(root: &Path) -> Discovery {
                 let id = CoreId(i as u32);
                 class_of[i] = if e.contains(id) { 1 } else { 0 };
                 if !p.contains(id) && !e.contains(id) {
-                    warnings.push(format!("CPU {} is in neither cpu_core nor cpu_atom; counted as p-core", os_cpus[i]));
+                    warnings.push(format!(
+                        "CPU {} is in neither cpu_core nor cpu_atom; counted as p-core",
+                        os_cpus[i]
+                    ));
                 }
             }
         }
@@ -158,15 +178,25 @@ pub fn discover(root: &Path) -> Discovery {
         if members.is_empty() {
             continue;
         }
-        let cap = members.iter().map(|&i| capacity[i]).fold(f64::MIN, f64::max) / max_cap;
-        let freq = members.iter().filter_map(|&i| max_freq_ghz[i]).reduce(f64::max);
-        classes.push((k, ClassSpec {
-            origin: format!("class {name}"),
-            name: name.clone(),
-            freq_ghz: freq,
-            capacity: Some(cap),
-            ..Default::default()
-        }));
+        let cap = members
+            .iter()
+            .map(|&i| capacity[i])
+            .fold(f64::MIN, f64::max)
+            / max_cap;
+        let freq = members
+            .iter()
+            .filter_map(|&i| max_freq_ghz[i])
+            .reduce(f64::max);
+        classes.push((
+            k,
+            ClassSpec {
+                origin: format!("class {name}"),
+                name: name.clone(),
+                freq_ghz: freq,
+                capacity: Some(cap),
+                ..Default::default()
+            },
+        ));
     }
     let mut spec = TopologySpec {
         name: read(&root.join("proc/sys/kernel/hostname"))
@@ -175,20 +205,35 @@ pub fn discover(root: &Path) -> Discovery {
             .unwrap_or_else(|| "this machine (sysfs)".into()),
         description: format!(
             "discovered from sysfs: {n} CPUs, {num_classes} class(es), capacity from {}",
-            capacity_source.as_deref().unwrap_or("nothing (all CPUs alike)")
+            capacity_source
+                .as_deref()
+                .unwrap_or("nothing (all CPUs alike)")
         ),
         os_cpus: Some(os_cpus.clone()),
         ..Default::default()
     };
     if capacity_source.is_none() && num_classes == 1 {
         let tried = CAPACITY_SOURCES.join(", ");
-        if os_cpus.iter().all(|&c| CAPACITY_SOURCES.iter().all(|s| !cpu_path(c).join(s).exists())) {
-            warnings.push(format!("no capacity source ({tried}); assuming symmetric CPUs"));
+        if os_cpus.iter().all(|&c| {
+            CAPACITY_SOURCES
+                .iter()
+                .all(|s| !cpu_path(c).join(s).exists())
+        }) {
+            warnings.push(format!(
+                "no capacity source ({tried}); assuming symmetric CPUs"
+            ));
         }
     }
     for (k, c) in &classes {
-        let cpus: CpuSet = (0..n).filter(|&i| class_of[i] == *k).map(|i| CoreId(i as u32)).collect();
-        spec.cores.push(CoresSpec { origin: format!("cores of {}", c.name), cpus, class: c.name.clone() });
+        let cpus: CpuSet = (0..n)
+            .filter(|&i| class_of[i] == *k)
+            .map(|i| CoreId(i as u32))
+            .collect();
+        spec.cores.push(CoresSpec {
+            origin: format!("cores of {}", c.name),
+            cpus,
+            class: c.name.clone(),
+        });
     }
     spec.classes = classes.into_iter().map(|(_, c)| c).collect();
 
@@ -203,7 +248,11 @@ pub fn discover(root: &Path) -> Discovery {
             .flatten()
             .flatten()
             .map(|e| e.path())
-            .filter(|p| p.file_name().and_then(|f| f.to_str()).is_some_and(|f| f.starts_with("index")))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|f| f.to_str())
+                    .is_some_and(|f| f.starts_with("index"))
+            })
             .collect();
         if idx_dirs.is_empty() {
             missing_cache = true;
@@ -217,7 +266,10 @@ pub fn discover(root: &Path) -> Discovery {
                 read(&d.join("size")).and_then(|s| parse_size(&s).ok()),
                 read(&d.join("shared_cpu_list")).and_then(|t| to_dense(&t)),
             ) else {
-                warnings.push(format!("{}: incomplete cache description; skipped", d.display()));
+                warnings.push(format!(
+                    "{}: incomplete cache description; skipped",
+                    d.display()
+                ));
                 continue;
             };
             let mut shared = shared;
@@ -226,8 +278,12 @@ pub fn discover(root: &Path) -> Discovery {
             if seen_caches.insert(key, ()).is_some() {
                 continue;
             }
-            let assoc = read(&d.join("ways_of_associativity")).and_then(|s| s.parse::<u32>().ok()).filter(|&a| a > 0);
-            let line = read(&d.join("coherency_line_size")).and_then(|s| s.parse::<u32>().ok()).filter(|l| l.is_power_of_two());
+            let assoc = read(&d.join("ways_of_associativity"))
+                .and_then(|s| s.parse::<u32>().ok())
+                .filter(|&a| a > 0);
+            let line = read(&d.join("coherency_line_size"))
+                .and_then(|s| s.parse::<u32>().ok())
+                .filter(|l| l.is_power_of_two());
             spec.caches.push(CacheSpec {
                 origin: d.display().to_string(),
                 level,
@@ -237,11 +293,17 @@ pub fn discover(root: &Path) -> Discovery {
                 cpus: shared,
             });
         }
-        if let Some(sib) = read(&base.join("topology/thread_siblings_list")).and_then(|t| to_dense(&t)) {
+        if let Some(sib) =
+            read(&base.join("topology/thread_siblings_list")).and_then(|t| to_dense(&t))
+        {
             if sib.len() > 1 {
                 let key: Vec<u32> = sib.iter().map(|c| c.0).collect();
                 if seen_smt.insert(key, ()).is_none() {
-                    spec.smt.push(GroupSpec { origin: format!("cpu{c}/topology/thread_siblings_list"), cpus: sib, shares_fpu: true });
+                    spec.smt.push(GroupSpec {
+                        origin: format!("cpu{c}/topology/thread_siblings_list"),
+                        cpus: sib,
+                        shares_fpu: true,
+                    });
                 }
             }
         }
@@ -263,15 +325,24 @@ pub fn discover(root: &Path) -> Discovery {
     let mut nodes = Vec::new();
     for &id in &node_ids {
         let d = node_dir.join(format!("node{id}"));
-        let cpus = read(&d.join("cpulist")).and_then(|t| to_dense(&t)).unwrap_or_default();
-        let dist: Option<Vec<i64>> =
-            read(&d.join("distance")).map(|t| t.split_whitespace().filter_map(|x| x.parse().ok()).collect());
+        let cpus = read(&d.join("cpulist"))
+            .and_then(|t| to_dense(&t))
+            .unwrap_or_default();
+        let dist: Option<Vec<i64>> = read(&d.join("distance")).map(|t| {
+            t.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        });
         nodes.push((id, cpus, dist));
     }
     // Memory-only nodes (no CPUs) are dropped with their distance columns.
-    let keep: Vec<usize> = (0..nodes.len()).filter(|&i| !nodes[i].1.is_empty()).collect();
+    let keep: Vec<usize> = (0..nodes.len())
+        .filter(|&i| !nodes[i].1.is_empty())
+        .collect();
     let consistent = !keep.is_empty()
-        && nodes.iter().all(|(_, _, d)| d.as_ref().is_some_and(|d| d.len() == nodes.len()))
+        && nodes
+            .iter()
+            .all(|(_, _, d)| d.as_ref().is_some_and(|d| d.len() == nodes.len()))
         && {
             let mut covered = CpuSet::new();
             keep.iter().all(|&i| {
@@ -291,7 +362,11 @@ pub fn discover(root: &Path) -> Discovery {
             spec.nodes.push(NodeSpec {
                 origin: format!("node{id}"),
                 cpus: cpus.clone(),
-                latency_ns: Some(row.iter().map(|&d| ESTIMATED_LOCAL_LATENCY_NS * d as f64 / own as f64).collect()),
+                latency_ns: Some(
+                    row.iter()
+                        .map(|&d| ESTIMATED_LOCAL_LATENCY_NS * d as f64 / own as f64)
+                        .collect(),
+                ),
                 distance: row,
                 memory_bytes: None,
             });
@@ -301,14 +376,22 @@ pub fn discover(root: &Path) -> Discovery {
         ));
     } else {
         if !node_ids.is_empty() {
-            warnings.push(format!("{}: node description incomplete; assuming one node", node_dir.display()));
+            warnings.push(format!(
+                "{}: node description incomplete; assuming one node",
+                node_dir.display()
+            ));
         } else {
-            warnings.push(format!("{}: no NUMA nodes; assuming one node", node_dir.display()));
+            warnings.push(format!(
+                "{}: no NUMA nodes; assuming one node",
+                node_dir.display()
+            ));
         }
         spec.memory_latency_ns = Some(ESTIMATED_LOCAL_LATENCY_NS);
     }
 
-    let isolated = read(&cpu_dir.join("isolated")).and_then(|t| to_dense(&t)).unwrap_or_default();
+    let isolated = read(&cpu_dir.join("isolated"))
+        .and_then(|t| to_dense(&t))
+        .unwrap_or_default();
     let topology = match Topology::build(spec.clone()) {
         Ok(t) => t,
         Err(e) => {
@@ -316,16 +399,31 @@ pub fn discover(root: &Path) -> Discovery {
             let fallback = TopologySpec {
                 name: spec.name,
                 description: "discovered from sysfs (degraded)".into(),
-                classes: vec![ClassSpec { origin: "class".into(), name: "cpu".into(), capacity: Some(1.0), ..Default::default() }],
-                cores: vec![CoresSpec { origin: "cores".into(), cpus: CpuSet::all(n), class: "cpu".into() }],
+                classes: vec![ClassSpec {
+                    origin: "class".into(),
+                    name: "cpu".into(),
+                    capacity: Some(1.0),
+                    ..Default::default()
+                }],
+                cores: vec![CoresSpec {
+                    origin: "cores".into(),
+                    cpus: CpuSet::all(n),
+                    class: "cpu".into(),
+                }],
                 os_cpus: Some(os_cpus),
                 memory_latency_ns: Some(ESTIMATED_LOCAL_LATENCY_NS),
                 ..Default::default()
             };
-            Topology::build(fallback).expect("a one-class, no-cache machine with n >= 1 CPUs always builds")
+            Topology::build(fallback)
+                .expect("a one-class, no-cache machine with n >= 1 CPUs always builds")
         }
     };
-    Discovery { topology, capacity_source, isolated, warnings }
+    Discovery {
+        topology,
+        capacity_source,
+        isolated,
+        warnings,
+    }
 }
 
 /// Class names by rank, fastest first.
@@ -343,9 +441,15 @@ fn class_rank_names(k: usize) -> Vec<String> {
 fn drop_inconsistent_caches(spec: &mut TopologySpec, warnings: &mut Vec<String>) {
     let mut taken: BTreeMap<(u8, u32), ()> = BTreeMap::new();
     spec.caches.retain(|c| {
-        let clash = c.cpus.iter().any(|cpu| taken.contains_key(&(c.level, cpu.0)));
+        let clash = c
+            .cpus
+            .iter()
+            .any(|cpu| taken.contains_key(&(c.level, cpu.0)));
         if clash {
-            warnings.push(format!("{}: overlaps another L{} cache; skipped", c.origin, c.level));
+            warnings.push(format!(
+                "{}: overlaps another L{} cache; skipped",
+                c.origin, c.level
+            ));
             return false;
         }
         for cpu in c.cpus.iter() {

@@ -6,13 +6,21 @@ use hetsched_live::discover;
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sysfs")
+        .join(name)
 }
 
 fn class_summary(t: &Topology) -> Vec<(String, usize, f64)> {
     t.classes_by_speed()
         .into_iter()
-        .map(|c| (t.class(c).name.clone(), t.class_cores(c).len(), (t.class(c).capacity * 1000.0).round() / 1000.0))
+        .map(|c| {
+            (
+                t.class(c).name.clone(),
+                t.class_cores(c).len(),
+                (t.class(c).capacity * 1000.0).round() / 1000.0,
+            )
+        })
         .collect()
 }
 
@@ -21,14 +29,27 @@ fn this_vm() {
     let d = discover(&fixture("vm-2cpu"));
     let t = &d.topology;
     assert_eq!(t.num_cores(), 2);
-    assert_eq!(d.capacity_source, None, "equal cpu_capacity values are skipped");
+    assert_eq!(
+        d.capacity_source, None,
+        "equal cpu_capacity values are skipped"
+    );
     assert!(!t.is_asymmetric());
-    assert_eq!(t.caches().len(), 5, "2 L1d + 2 L2 + 1 shared L3 (instruction caches skipped)");
+    assert_eq!(
+        t.caches().len(),
+        5,
+        "2 L1d + 2 L2 + 1 shared L3 (instruction caches skipped)"
+    );
     let l3 = t.llc_of(CoreId(1)).unwrap();
-    assert_eq!((l3.level, l3.size_bytes, l3.assoc, l3.cpus.len()), (3, 107520 * 1024, 15, 2));
+    assert_eq!(
+        (l3.level, l3.size_bytes, l3.assoc, l3.cpus.len()),
+        (3, 107520 * 1024, 15, 2)
+    );
     assert_eq!(t.cache_of(CoreId(0), 1).unwrap().size_bytes, 48 * 1024);
     assert_eq!(t.nodes().len(), 1);
-    assert!(d.warnings.iter().any(|w| w.contains("memory latency is not in sysfs")));
+    assert!(d
+        .warnings
+        .iter()
+        .any(|w| w.contains("memory latency is not in sysfs")));
 }
 
 #[test]
@@ -36,12 +57,21 @@ fn intel_hybrid_uses_core_types_and_max_freq() {
     let d = discover(&fixture("intel-hybrid"));
     let t = &d.topology;
     assert_eq!(t.num_cores(), 32);
-    assert_eq!(d.capacity_source.as_deref(), Some("cpufreq/cpuinfo_max_freq"));
-    assert_eq!(class_summary(t), vec![("p-core".into(), 16, 1.0), ("e-core".into(), 16, 0.741)]);
+    assert_eq!(
+        d.capacity_source.as_deref(),
+        Some("cpufreq/cpuinfo_max_freq")
+    );
+    assert_eq!(
+        class_summary(t),
+        vec![("p-core".into(), 16, 1.0), ("e-core".into(), 16, 0.741)]
+    );
     let p = t.class(t.classes_by_speed()[0]);
     assert_eq!(p.freq_ghz, Some(5.8));
     assert_eq!(t.core(CoreId(2)).siblings, vec![CoreId(3)]);
-    assert_eq!(t.cache_of(CoreId(21), 2).unwrap().cpus, (20..24).map(CoreId).collect::<Vec<_>>());
+    assert_eq!(
+        t.cache_of(CoreId(21), 2).unwrap().cpus,
+        (20..24).map(CoreId).collect::<Vec<_>>()
+    );
     assert_eq!(t.llc_of(CoreId(0)).unwrap().size_bytes, 36 << 20);
 }
 
@@ -52,7 +82,11 @@ fn big_little_phone_has_three_classes_from_cpu_capacity() {
     assert_eq!(d.capacity_source.as_deref(), Some("cpu_capacity"));
     assert_eq!(
         class_summary(t),
-        vec![("prime".into(), 2, 1.0), ("big".into(), 2, 0.486), ("little".into(), 4, 0.156)]
+        vec![
+            ("prime".into(), 2, 1.0),
+            ("big".into(), 2, 0.486),
+            ("little".into(), 4, 0.156)
+        ]
     );
     assert_eq!(t.class_of(CoreId(0)).name, "little");
     assert_eq!(t.class_of(CoreId(7)).freq_ghz, Some(2.85));
@@ -70,7 +104,8 @@ fn numa_server_drops_memory_only_node() {
     assert_eq!(t.node_of(CoreId(8)).0, 1);
     assert_eq!(t.core(CoreId(17)).siblings, vec![CoreId(1)]);
     assert_eq!(t.num_llcs(), 2);
-    let ratio = t.latency_ns(CoreId(0), hetsched_core::NodeId(1)) / t.latency_ns(CoreId(0), hetsched_core::NodeId(0));
+    let ratio = t.latency_ns(CoreId(0), hetsched_core::NodeId(1))
+        / t.latency_ns(CoreId(0), hetsched_core::NodeId(0));
     assert!((ratio - 2.1).abs() < 1e-9);
 }
 
@@ -78,8 +113,14 @@ fn numa_server_drops_memory_only_node() {
 fn amd_prefcore_ranking_clusters_into_ccds() {
     let d = discover(&fixture("amd-prefcore"));
     let t = &d.topology;
-    assert_eq!(d.capacity_source.as_deref(), Some("cpufreq/amd_pstate_prefcore_ranking"));
-    assert_eq!(class_summary(t), vec![("big".into(), 16, 1.0), ("little".into(), 16, 0.788)]);
+    assert_eq!(
+        d.capacity_source.as_deref(),
+        Some("cpufreq/amd_pstate_prefcore_ranking")
+    );
+    assert_eq!(
+        class_summary(t),
+        vec![("big".into(), 16, 1.0), ("little".into(), 16, 0.788)]
+    );
     assert_eq!(t.class_of(CoreId(20)).name, "big");
     assert_eq!(t.class_of(CoreId(9)).name, "little");
 }
@@ -106,13 +147,20 @@ fn offline_cpus_are_left_out_and_keep_their_os_numbers() {
     let cpu = dir.join("sys/devices/system/cpu");
     for c in [0, 2, 3] {
         std::fs::create_dir_all(cpu.join(format!("cpu{c}"))).unwrap();
-        std::fs::write(cpu.join(format!("cpu{c}/cpu_capacity")), if c == 0 { "1024" } else { "512" }).unwrap();
+        std::fs::write(
+            cpu.join(format!("cpu{c}/cpu_capacity")),
+            if c == 0 { "1024" } else { "512" },
+        )
+        .unwrap();
     }
     std::fs::write(cpu.join("online"), "0,2-3\n").unwrap();
     let d = discover(&dir);
     let t = &d.topology;
     assert_eq!(t.num_cores(), 3);
-    assert_eq!(t.cores().iter().map(|c| c.os_cpu).collect::<Vec<_>>(), vec![0, 2, 3]);
+    assert_eq!(
+        t.cores().iter().map(|c| c.os_cpu).collect::<Vec<_>>(),
+        vec![0, 2, 3]
+    );
     assert_eq!(t.class_of(CoreId(1)).capacity, 0.5);
     std::fs::remove_dir_all(&dir).ok();
 }

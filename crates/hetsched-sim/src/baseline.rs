@@ -17,7 +17,7 @@
 //! under CPU affinity.
 
 use crate::engine::Simulation;
-use hetsched_core::{CoreId, CpuSet};
+use hetsched_core::CoreId;
 
 /// Counters of the balancer's work.
 #[derive(Clone, Copy, Debug, Default)]
@@ -25,62 +25,84 @@ pub struct BalanceStats {
     pub moves: u64,
 }
 
-/// A uniformly chosen member of a set (seeded).
-fn random_member(sim: &mut Simulation<'_>, set: &CpuSet) -> Option<usize> {
-    let n = set.len();
-    if n == 0 {
-        return None;
+/// A uniformly chosen core of `allowed` that is idle with nothing queued, preferring (when
+/// `near` is given) those sharing that core's LLC. Seeded; allocates nothing.
+fn random_free(sim: &mut Simulation<'_>, t: usize, near: Option<CoreId>) -> Option<usize> {
+    let topo = sim.topology();
+    let llc = near.and_then(|c| topo.core(c).llc);
+    let ok = |sim: &Simulation<'_>, c: CoreId, want_near: bool| {
+        sim.core_obs[c.index()].runnable == 0 && (!want_near || topo.core(c).llc == llc)
+    };
+    for want_near in [llc.is_some(), false] {
+        let n = sim
+            .idle
+            .iter_intersection(&sim.obs[t].allowed)
+            .filter(|&c| ok(sim, c, want_near))
+            .count();
+        if n == 0 {
+            if want_near {
+                continue;
+            }
+            return None;
+        }
+        let k = sim.rng().below(n);
+        return sim
+            .idle
+            .iter_intersection(&sim.obs[t].allowed)
+            .filter(|&c| ok(sim, c, want_near))
+            .nth(k)
+            .map(|c| c.index());
     }
-    let k = sim.rng().below(n);
-    set.iter().nth(k).map(|c| c.index())
+    None
 }
 
-/// Core for a new thread: least loaded in its allowed set, seeded tie-break.
+/// A uniformly chosen least-loaded core of the thread's allowed set (seeded).
+fn random_least_loaded(sim: &mut Simulation<'_>, t: usize) -> usize {
+    let allowed = &sim.obs[t].allowed;
+    let min = allowed
+        .iter()
+        .map(|c| sim.core_obs[c.index()].runnable)
+        .min()
+        .unwrap_or(0);
+    let n = allowed
+        .iter()
+        .filter(|c| sim.core_obs[c.index()].runnable == min)
+        .count();
+    let k = sim.rng().below(n.max(1));
+    let allowed = &sim.obs[t].allowed;
+    allowed
+        .iter()
+        .filter(|c| sim.core_obs[c.index()].runnable == min)
+        .nth(k)
+        .map_or(0, |c| c.index())
+}
+
+/// Core for a new thread: an idle core with nothing queued, else the least loaded of its allowed
+/// set; seeded tie-break.
 pub fn place_new(sim: &mut Simulation<'_>, t: usize) -> usize {
-    let allowed = sim.obs[t].allowed.clone();
-    let idle = sim.idle.intersection(&allowed);
-    // Idle cores that also have nothing queued (new arrivals at the same instant).
-    let free: CpuSet = idle.iter().filter(|c| sim.core_obs[c.index()].runnable == 0).collect();
-    if let Some(c) = random_member(sim, &free) {
+    if let Some(c) = random_free(sim, t, None) {
         return c;
     }
-    let min = allowed.iter().map(|c| sim.core_obs[c.index()].runnable).min().unwrap_or(0);
-    let ties: CpuSet = allowed.iter().filter(|c| sim.core_obs[c.index()].runnable == min).collect();
-    random_member(sim, &ties).unwrap_or(0)
+    random_least_loaded(sim, t)
 }
 
 /// Core for a waking (or re-placed) thread.
 pub fn place_wake(sim: &mut Simulation<'_>, t: usize) -> usize {
-    let allowed = sim.obs[t].allowed.clone();
     let prev = sim.obs[t].cpu;
-    let is_free = |sim: &Simulation<'_>, c: CoreId| sim.core_obs[c.index()].runnable == 0;
     if let Some(p) = prev {
-        if allowed.contains(p) && is_free(sim, p) {
+        if sim.obs[t].allowed.contains(p) && sim.core_obs[p.index()].runnable == 0 {
             return p.index();
         }
     }
-    let free: CpuSet = sim.idle.intersection(&allowed).iter().filter(|&c| is_free(sim, c)).collect();
-    if !free.is_empty() {
-        let topo = sim.topology();
-        if let Some(p) = prev {
-            let llc = topo.core(p).llc;
-            let near: CpuSet = free.iter().filter(|&c| llc.is_some() && topo.core(c).llc == llc).collect();
-            if let Some(c) = random_member(sim, &near) {
-                return c;
-            }
-        }
-        if let Some(c) = random_member(sim, &free) {
-            return c;
-        }
+    if let Some(c) = random_free(sim, t, prev) {
+        return c;
     }
     if let Some(p) = prev {
-        if allowed.contains(p) {
+        if sim.obs[t].allowed.contains(p) {
             return p.index();
         }
     }
-    let min = allowed.iter().map(|c| sim.core_obs[c.index()].runnable).min().unwrap_or(0);
-    let ties: CpuSet = allowed.iter().filter(|c| sim.core_obs[c.index()].runnable == min).collect();
-    random_member(sim, &ties).unwrap_or(0)
+    random_least_loaded(sim, t)
 }
 
 /// A queued thread on core `from` that may run on `to` (the last such in the queue).
@@ -116,7 +138,18 @@ pub fn newidle_pull(sim: &mut Simulation<'_>, c: usize) {
     }
 }
 
-/// Periodic balance over the whole machine.
+/// Most source cores a destination tries before the balancer gives up on it (threads pinned
+/// elsewhere can make every source useless; this bounds the work).
+const MAX_SOURCES_TRIED: usize = 8;
+
+/// Most destinations that may find nothing to pull in one balance before it stops.
+const MAX_FAILED_DESTINATIONS: usize = 16;
+
+/// Periodic balance over the whole machine: the least loaded core pulls one waiting thread from
+/// one of the most loaded (run-queue lengths differing by two or more), again and again. Among
+/// equally loaded sources a nearer one (same LLC, then same node) is tried first. Each step is
+/// O(n); destinations that find nothing they may run are skipped, at most
+/// [`MAX_FAILED_DESTINATIONS`] of them, so a balance is O(n × (moves + 16)).
 pub fn periodic_balance(sim: &mut Simulation<'_>) {
     let n = sim.cores.len();
     let mut load: Vec<u32> = sim.core_obs.iter().map(|c| c.runnable).collect();
@@ -125,50 +158,59 @@ pub fn periodic_balance(sim: &mut Simulation<'_>) {
     if max < min + 2 {
         return;
     }
-    // Least loaded first; seeded shuffle breaks ties.
+    // Seeded shuffle: ties between equally loaded destinations go by this order.
     let mut order: Vec<usize> = (0..n).collect();
     for i in (1..n).rev() {
         let j = sim.rng().below(i + 1);
         order.swap(i, j);
     }
-    order.sort_by_key(|&c| load[c]);
     let topo = sim.topology();
-    for &c in &order {
-        loop {
-            let max = load.iter().copied().max().unwrap_or(0);
-            if max < load[c] + 2 {
+    let mut failed = vec![false; n];
+    let mut failures = 0;
+    let mut moves = 0;
+    while failures < MAX_FAILED_DESTINATIONS && moves < 2 * n {
+        let Some(&c) = order
+            .iter()
+            .filter(|&&c| !failed[c])
+            .min_by_key(|&&c| load[c])
+        else {
+            break;
+        };
+        let cc = topo.core(CoreId(c as u32));
+        let near = |b: usize| -> u32 {
+            let cb = topo.core(CoreId(b as u32));
+            if cb.llc.is_some() && cb.llc == cc.llc {
+                0
+            } else if cb.node == cc.node {
+                1
+            } else {
+                2
+            }
+        };
+        let mut candidates: Vec<usize> = (0..n)
+            .filter(|&b| load[b] >= load[c] + 2 && !sim.cores[b].queue.is_empty())
+            .collect();
+        if candidates.is_empty() {
+            break;
+        }
+        candidates.sort_by_key(|&b| (std::cmp::Reverse(load[b]), near(b), b));
+        candidates.truncate(MAX_SOURCES_TRIED);
+        let mut moved = false;
+        for b in candidates {
+            if let Some(t) = movable(sim, b, c) {
+                sim.dequeue_waiting(t, b);
+                sim.enqueue(t, c);
+                load[b] -= 1;
+                load[c] += 1;
+                sim.balance_stats().moves += 1;
+                moves += 1;
+                moved = true;
                 break;
             }
-            // Busiest source with a thread allowed here; nearer sources first on equal load.
-            let near = |b: usize| -> u32 {
-                let (cb, cc) = (topo.core(CoreId(b as u32)), topo.core(CoreId(c as u32)));
-                if cb.llc.is_some() && cb.llc == cc.llc {
-                    0
-                } else if cb.node == cc.node {
-                    1
-                } else {
-                    2
-                }
-            };
-            let mut best: Option<(u32, u32, usize, usize)> = None;
-            for b in 0..n {
-                if load[b] < load[c] + 2 || sim.cores[b].queue.is_empty() {
-                    continue;
-                }
-                let key = (load[b], 2 - near(b));
-                if best.is_some_and(|(l, k, _, _)| (l, k) >= key) {
-                    continue;
-                }
-                if let Some(t) = movable(sim, b, c) {
-                    best = Some((key.0, key.1, b, t));
-                }
-            }
-            let Some((_, _, b, t)) = best else { break };
-            sim.dequeue_waiting(t, b);
-            sim.enqueue(t, c);
-            load[b] -= 1;
-            load[c] += 1;
-            sim.balance_stats().moves += 1;
+        }
+        if !moved {
+            failed[c] = true;
+            failures += 1;
         }
     }
 }

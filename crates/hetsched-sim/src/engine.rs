@@ -30,7 +30,8 @@ use crate::perf::{self, CONTEXT_SWITCH_NS};
 use crate::workload::{Phase, PhaseEnd, Workload};
 use hetsched_core::rng::SeededRng;
 use hetsched_core::{
-    AppId, CoreId, CoreObs, Counters, CpuSet, Placement, Policy, ThreadId, ThreadObs, ThreadState, Topology, View,
+    AppId, CoreId, CoreObs, Counters, CpuSet, Placement, Policy, ThreadId, ThreadObs, ThreadState,
+    Topology, View,
 };
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -52,7 +53,13 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        Self { seed: 1, duration_ns: 600 * NS_PER_S, quantum_ns: 4_000_000, record_gantt: false, check_invariants: false }
+        Self {
+            seed: 1,
+            duration_ns: 600 * NS_PER_S,
+            quantum_ns: 4_000_000,
+            record_gantt: false,
+            check_invariants: false,
+        }
     }
 }
 
@@ -124,6 +131,8 @@ pub(crate) struct SimCore {
     cur_ideal: f64,
     /// The current phase's LLC references per kilo-instruction.
     cur_refs_pki: f64,
+    /// The data fragment the current thread works on (as priced at dispatch or phase load).
+    cur_df: Option<usize>,
     last_bill: u64,
     dispatched_at: u64,
     gen: u64,
@@ -166,6 +175,8 @@ struct AppInstance {
     /// Bytes the instance's threads allocated, per node.
     bytes_per_node: Vec<f64>,
     total_bytes: f64,
+    /// Completed (every thread exited); recorded once.
+    done: bool,
 }
 
 /// One simulation of one policy on one machine and workload.
@@ -194,6 +205,8 @@ pub struct Simulation<'a> {
     completions: Vec<Vec<f64>>,
     last_completion_ns: u64,
     need_pick: Vec<u32>,
+    /// A thread was queued behind another since the last idle sweep.
+    queued_behind: bool,
     placements: Vec<Placement>,
     // statistics
     events: u64,
@@ -219,11 +232,21 @@ struct BestCore {
 }
 
 impl<'a> Simulation<'a> {
-    pub fn new(topo: &'a Topology, workload: &'a Workload, policy: Box<dyn Policy>, cfg: SimConfig) -> Self {
+    pub fn new(
+        topo: &'a Topology,
+        workload: &'a Workload,
+        policy: Box<dyn Policy>,
+        cfg: SimConfig,
+    ) -> Self {
         let llcs: Vec<LlcState> = (0..topo.num_llcs())
             .map(|i| {
                 let c = topo.llc(hetsched_core::LlcId(i as u32));
-                LlcState { capacity: c.size_bytes as f64, line: c.line_bytes as f64, fill: 0.0, sum_ws: 0.0 }
+                LlcState {
+                    capacity: c.size_bytes as f64,
+                    line: c.line_bytes as f64,
+                    fill: 0.0,
+                    sum_ws: 0.0,
+                }
             })
             .collect();
         let cores: Vec<SimCore> = topo
@@ -248,6 +271,7 @@ impl<'a> Simulation<'a> {
                     cur_lat: 0.0,
                     cur_ideal: 0.0,
                     cur_refs_pki: 0.0,
+                    cur_df: None,
                     last_bill: 0,
                     dispatched_at: 0,
                     gen: 0,
@@ -276,8 +300,17 @@ impl<'a> Simulation<'a> {
         let best = BestCore {
             eff_ghz: bc.eff_ghz,
             cpi_factor: bc.cpi_factor,
-            llc_bytes: topo.caches().iter().map(|c| c.size_bytes).max().unwrap_or(0) as f64,
-            latency_ns: topo.nodes().iter().map(|n| n.latency_ns[n.id.index()]).fold(f64::MAX, f64::min),
+            llc_bytes: topo
+                .caches()
+                .iter()
+                .map(|c| c.size_bytes)
+                .max()
+                .unwrap_or(0) as f64,
+            latency_ns: topo
+                .nodes()
+                .iter()
+                .map(|n| n.latency_ns[n.id.index()])
+                .fold(f64::MAX, f64::min),
         };
         let latency = topo.nodes().iter().map(|n| n.latency_ns.clone()).collect();
         let n = topo.num_cores();
@@ -304,6 +337,7 @@ impl<'a> Simulation<'a> {
             completions: vec![Vec::new(); workload.apps.len()],
             last_completion_ns: 0,
             need_pick: Vec::new(),
+            queued_behind: false,
             placements: Vec::new(),
             events: 0,
             migrations: 0,
@@ -320,7 +354,13 @@ impl<'a> Simulation<'a> {
         sim.next_policy_ns = sim.policy.rebalance_period_ns();
         for (si, spec) in workload.apps.iter().enumerate() {
             for copy in 0..spec.copies {
-                sim.push(spec.arrival_ns, Event::Arrival { spec: si as u32, copy });
+                sim.push(
+                    spec.arrival_ns,
+                    Event::Arrival {
+                        spec: si as u32,
+                        copy,
+                    },
+                );
             }
         }
         sim
@@ -337,7 +377,10 @@ impl<'a> Simulation<'a> {
     }
 
     fn all_done(&self) -> bool {
-        self.copies_done.iter().zip(&self.workload.apps).all(|(&d, a)| d >= a.copies)
+        self.copies_done
+            .iter()
+            .zip(&self.workload.apps)
+            .all(|(&d, a)| d >= a.copies)
     }
 
     /// Run to the end (all work done, or the duration reached).
@@ -350,7 +393,13 @@ impl<'a> Simulation<'a> {
                 if *t > tick {
                     break;
                 }
-                let Some(Reverse((t, _, e))) = self.heap.pop() else { break };
+                let Some(Reverse((t, _, e))) = self.heap.pop() else {
+                    break;
+                };
+                // Fetch the next event's thread while this one is handled.
+                if let Some(Reverse((_, _, next))) = self.heap.peek() {
+                    self.prefetch_event(*next);
+                }
                 self.now = t;
                 self.handle(e);
                 self.settle();
@@ -366,12 +415,13 @@ impl<'a> Simulation<'a> {
             if self.now >= self.cfg.duration_ns {
                 break;
             }
+            // From here on, "the next tick" is the following one.
+            self.next_tick += self.cfg.quantum_ns;
             self.tick();
             self.settle();
             if self.cfg.check_invariants {
                 self.check_invariants();
             }
-            self.next_tick += self.cfg.quantum_ns;
         }
         // Bill and close what still runs.
         for c in 0..self.cores.len() {
@@ -386,6 +436,21 @@ impl<'a> Simulation<'a> {
 
     // ---- events ----------------------------------------------------------------------------
 
+    /// Bring the state an event will touch into cache (a hint; no effect on results).
+    fn prefetch_event(&self, e: Event) {
+        let t = match e {
+            Event::Wake { thread } => thread as usize,
+            Event::PhaseEnd { core, .. } => match self.cores[core as usize].current {
+                Some(t) => t as usize,
+                None => return,
+            },
+            Event::Arrival { .. } => return,
+        };
+        prefetch(&self.threads[t]);
+        prefetch(&self.obs[t].counters);
+        prefetch(&self.obs[t].state);
+    }
+
     fn handle(&mut self, e: Event) {
         match e {
             Event::PhaseEnd { core, gen } => {
@@ -396,10 +461,15 @@ impl<'a> Simulation<'a> {
                 self.events += 1;
                 self.bill(c);
                 let t = self.cores[c].current.unwrap_or(0) as usize;
-                if self.threads[t].remaining > 1e-6 || self.threads[t].penalty_ns > 0.5 {
+                // Less than half a nanosecond of work left is rounding: the phase is done.
+                let left_ns = self.threads[t].penalty_ns
+                    + self.threads[t].remaining * self.cores[c].ns_per_instr;
+                if left_ns >= 0.5 {
                     self.set_rate(c);
                     return;
                 }
+                self.threads[t].remaining = 0.0;
+                self.threads[t].penalty_ns = 0.0;
                 self.finish_phase(t, c);
             }
             Event::Wake { thread } => {
@@ -427,9 +497,17 @@ impl<'a> Simulation<'a> {
             live: 0,
             arrived: 0,
             waiting: Vec::new(),
-            dfs: spec.data_fragments.iter().map(|&b| DfState { bytes: b as f64, copies: Vec::new() }).collect(),
+            dfs: spec
+                .data_fragments
+                .iter()
+                .map(|&b| DfState {
+                    bytes: b as f64,
+                    copies: Vec::new(),
+                })
+                .collect(),
             bytes_per_node: vec![0.0; self.topo.nodes().len()],
             total_bytes: 0.0,
+            done: false,
         });
         let nodes = self.topo.nodes().len();
         for (g, group) in spec.threads.iter().enumerate() {
@@ -471,7 +549,12 @@ impl<'a> Simulation<'a> {
                 // The policy may restrict the thread before it first runs.
                 let t0 = Instant::now();
                 let placed = {
-                    let view = View { now_ns: self.now, topology: self.topo, threads: &self.obs, cores: &self.core_obs };
+                    let view = View {
+                        now_ns: self.now,
+                        topology: self.topo,
+                        threads: &self.obs,
+                        cores: &self.core_obs,
+                    };
                     self.policy.on_thread_start(&view, ThreadId(id as u32))
                 };
                 self.policy_time += t0.elapsed();
@@ -527,8 +610,11 @@ impl<'a> Simulation<'a> {
             }
             (PhaseEnd::Sleep { ns }, false) => {
                 let ns = *ns;
-                self.load_phase(t, c);
+                // The next phase starts off-core: dispatch prices it (cache, footprint).
                 self.block(c);
+                let next = self.phase_of(t);
+                self.threads[t].remaining = next.instructions;
+                self.obs[t].data_fragment = next.data_fragment.map(|d| d as u64);
                 self.push(self.now + ns, Event::Wake { thread: t as u32 });
             }
         }
@@ -607,13 +693,21 @@ impl<'a> Simulation<'a> {
         self.threads[t].end_ns = Some(self.now);
         let t0 = Instant::now();
         {
-            let view = View { now_ns: self.now, topology: self.topo, threads: &self.obs, cores: &self.core_obs };
+            let view = View {
+                now_ns: self.now,
+                topology: self.topo,
+                threads: &self.obs,
+                cores: &self.core_obs,
+            };
             self.policy.on_thread_exit(&view, ThreadId(t as u32));
         }
         self.policy_time += t0.elapsed();
         let a = self.threads[t].app;
         self.apps[a].live -= 1;
-        if self.apps[a].live > 0 && self.apps[a].arrived > 0 && self.apps[a].arrived >= self.apps[a].live {
+        if self.apps[a].live > 0
+            && self.apps[a].arrived > 0
+            && self.apps[a].arrived >= self.apps[a].live
+        {
             // Everyone left is waiting: the exit completes the barrier.
             let waiting = std::mem::take(&mut self.apps[a].waiting);
             self.apps[a].arrived = 0;
@@ -626,12 +720,13 @@ impl<'a> Simulation<'a> {
                 }
             }
         }
-        if self.apps[a].live == 0 {
+        if self.apps[a].live == 0 && !self.apps[a].done {
             self.complete_instance(a);
         }
     }
 
     fn complete_instance(&mut self, a: usize) {
+        self.apps[a].done = true;
         let inst = &self.apps[a];
         let spec = &self.workload.apps[inst.spec];
         let (spec_idx, copy, run) = (inst.spec, inst.copy, inst.run);
@@ -672,11 +767,18 @@ impl<'a> Simulation<'a> {
         if self.cores[c].current.is_none() {
             self.need_pick.push(c as u32);
         }
+        if self.core_obs[c].runnable > 1 {
+            self.queued_behind = true;
+        }
     }
 
     /// Take a queued (not running) thread off its core's queue.
     pub(crate) fn dequeue_waiting(&mut self, t: usize, c: usize) {
-        if let Some(pos) = self.cores[c].queue.iter().position(|&(_, x)| x as usize == t) {
+        if let Some(pos) = self.cores[c]
+            .queue
+            .iter()
+            .position(|&(_, x)| x as usize == t)
+        {
             self.cores[c].queue.swap_remove(pos);
             self.refresh_queue_min(c);
             self.core_obs[c].runnable -= 1;
@@ -731,7 +833,8 @@ impl<'a> Simulation<'a> {
         core.cur_lat = lat;
         core.cur_share = f64::NAN;
         core.cur_ideal = ideal_ns_per_instr(phase, &self.best);
-        core.cur_refs_pki = phase.miss.mpki(0.0);
+        core.cur_refs_pki = phase.miss.mpki_smallest();
+        core.cur_df = phase.data_fragment;
     }
 
     /// Record `bytes` brought into LLC `l` on behalf of thread `t`.
@@ -749,7 +852,9 @@ impl<'a> Simulation<'a> {
     /// bookkeeping (a writer invalidates other copies).
     fn df_refill(&mut self, t: usize, c: usize) -> f64 {
         let phase = self.phase_of(t);
-        let (Some(d), Some(l)) = (phase.data_fragment, self.cores[c].llc) else { return 0.0 };
+        let (Some(d), Some(l)) = (phase.data_fragment, self.cores[c].llc) else {
+            return 0.0;
+        };
         let a = self.threads[t].app;
         let cap = self.llcs[l].capacity;
         let fill = self.llcs[l].fill;
@@ -784,10 +889,14 @@ impl<'a> Simulation<'a> {
             self.threads[t].warm_llc = Some(l as u32);
             self.threads[t].warm_fill = self.llcs[l].fill;
             // Data-fragment copy stays warm from now.
-            if let Some(d) = self.phase_of(t).data_fragment {
+            if let Some(d) = self.cores[c].cur_df {
                 let a = self.threads[t].app;
                 let fill = self.llcs[l].fill;
-                if let Some(copy) = self.apps[a].dfs[d].copies.iter_mut().find(|(ll, _)| *ll == l) {
+                if let Some(copy) = self.apps[a].dfs[d]
+                    .copies
+                    .iter_mut()
+                    .find(|(ll, _)| *ll == l)
+                {
                     copy.1 = fill;
                 }
             }
@@ -800,7 +909,9 @@ impl<'a> Simulation<'a> {
         if !self.cfg.record_gantt {
             return;
         }
-        let Some(t) = self.cores[c].current else { return };
+        let Some(t) = self.cores[c].current else {
+            return;
+        };
         let start = self.cores[c].dispatched_at;
         if self.now <= start {
             return;
@@ -846,7 +957,9 @@ impl<'a> Simulation<'a> {
 
     /// Bill the running thread of `c` up to now.
     fn bill(&mut self, c: usize) {
-        let Some(t) = self.cores[c].current else { return };
+        let Some(t) = self.cores[c].current else {
+            return;
+        };
         let t = t as usize;
         let dt = (self.now - self.cores[c].last_bill) as f64;
         if dt <= 0.0 {
@@ -854,7 +967,12 @@ impl<'a> Simulation<'a> {
         }
         self.cores[c].last_bill = self.now;
         let core = &self.cores[c];
-        let (eff_ghz, ns_per_instr, mpki, cpi_factor) = (core.eff_ghz, core.ns_per_instr, core.cur_mpki, core.cpi_factor);
+        let (eff_ghz, ns_per_instr, mpki, cpi_factor) = (
+            core.eff_ghz,
+            core.ns_per_instr,
+            core.cur_mpki,
+            core.cpi_factor,
+        );
         let (ideal, refs_pki) = (core.cur_ideal, core.cur_refs_pki);
         let phase = self.phase_of(t);
         let th = &mut self.threads[t];
@@ -900,7 +1018,9 @@ impl<'a> Simulation<'a> {
     /// Recompute the running thread's rate on `c` and schedule its phase end if it falls before the
     /// next tick.
     fn set_rate(&mut self, c: usize) {
-        let Some(t) = self.cores[c].current else { return };
+        let Some(t) = self.cores[c].current else {
+            return;
+        };
         let t = t as usize;
         let phase = self.phase_of(t);
         let core = &self.cores[c];
@@ -912,7 +1032,11 @@ impl<'a> Simulation<'a> {
             None => 0.0,
         };
         // The miss curve is evaluated only when the share changed.
-        let mpki = if share == core.cur_share { core.cur_mpki } else { phase.miss.mpki(share) };
+        let mpki = if share == core.cur_share {
+            core.cur_mpki
+        } else {
+            phase.miss.mpki(share)
+        };
         let mut fpu_slow = 1.0;
         if phase.fp_fraction > 0.0 {
             let mates_fp: f64 = core
@@ -923,7 +1047,14 @@ impl<'a> Simulation<'a> {
                 .sum();
             fpu_slow = perf::fpu_slowdown(phase.fp_fraction, mates_fp.min(1.0));
         }
-        let ns = perf::ns_per_instruction(phase.cpi, core.cpi_factor, core.eff_ghz, fpu_slow, mpki, core.cur_lat);
+        let ns = perf::ns_per_instruction(
+            phase.cpi,
+            core.cpi_factor,
+            core.eff_ghz,
+            fpu_slow,
+            mpki,
+            core.cur_lat,
+        );
         let core = &mut self.cores[c];
         core.ns_per_instr = ns;
         core.cur_mpki = mpki;
@@ -931,16 +1062,47 @@ impl<'a> Simulation<'a> {
         core.cur_fpu_slow = fpu_slow;
         core.gen += 1;
         let th = &self.threads[t];
-        let end = self.now as f64 + th.penalty_ns + th.remaining * ns;
-        if end <= self.next_tick as f64 {
+        // Integer time plus at least 1 ns: f64 sums at 1e10 ns cannot resolve sub-ns rests.
+        let end = self.now + ((th.penalty_ns + th.remaining * ns).ceil() as u64).max(1);
+        if end <= self.next_tick {
             let gen = core.gen;
-            self.push(end.ceil() as u64, Event::PhaseEnd { core: c as u32, gen });
+            self.push(
+                end,
+                Event::PhaseEnd {
+                    core: c as u32,
+                    gen,
+                },
+            );
         }
     }
 
     /// Give every core that needs it a thread, calling the balancer and the policy for idle ones.
     fn settle(&mut self) {
         let mut notified = CpuSet::new();
+        loop {
+            self.settle_cores(&mut notified);
+            // Idle sweep: a thread queued behind another while some core idles (the kernel's
+            // idle-balance kick). Each idle core with nothing pending tries to pull once.
+            if !self.queued_behind || self.idle.is_empty() {
+                break;
+            }
+            self.queued_behind = false;
+            let idle: Vec<CoreId> = self
+                .idle
+                .iter()
+                .filter(|c| self.core_obs[c.index()].runnable == 0)
+                .collect();
+            for c in idle {
+                baseline::newidle_pull(self, c.index());
+            }
+            if self.need_pick.is_empty() {
+                break;
+            }
+        }
+        self.queued_behind = false;
+    }
+
+    fn settle_cores(&mut self, notified: &mut CpuSet) {
         while let Some(c) = self.need_pick.pop() {
             let c = c as usize;
             if self.cores[c].current.is_some() {
@@ -955,7 +1117,12 @@ impl<'a> Simulation<'a> {
                 out.clear();
                 let t0 = Instant::now();
                 {
-                    let view = View { now_ns: self.now, topology: self.topo, threads: &self.obs, cores: &self.core_obs };
+                    let view = View {
+                        now_ns: self.now,
+                        topology: self.topo,
+                        threads: &self.obs,
+                        cores: &self.core_obs,
+                    };
                     self.policy.on_core_idle(&view, CoreId(c as u32), &mut out);
                 }
                 self.policy_time += t0.elapsed();
@@ -1026,10 +1193,19 @@ impl<'a> Simulation<'a> {
         }
         self.obs[t].allowed = allowed;
         let Some(cpu) = self.obs[t].cpu else { return };
+        let c = cpu.index();
         if self.obs[t].allowed.contains(cpu) {
+            // A waiting thread whose new set offers an idle core goes there now, as the kernel's
+            // idle balance would: no core idles while a thread waits that may run on it.
+            if self.obs[t].state == ThreadState::Runnable {
+                let dest = baseline::place_wake(self, t);
+                if dest != c {
+                    self.dequeue_waiting(t, c);
+                    self.enqueue(t, dest);
+                }
+            }
             return;
         }
-        let c = cpu.index();
         match self.obs[t].state {
             ThreadState::Running => {
                 self.undispatch(c);
@@ -1061,17 +1237,21 @@ impl<'a> Simulation<'a> {
             let next = self.cores[c].queue_min.1;
             if next != u32::MAX {
                 prefetch(&self.threads[next as usize]);
-                prefetch(&self.obs[next as usize]);
                 prefetch(&self.obs[next as usize].counters);
+                prefetch(&self.obs[next as usize].state);
             }
         }
         if self.tick_no % BALANCE_TICKS == 0 {
             baseline::periodic_balance(self);
         }
         for c in 0..self.cores.len() {
-            let Some(cur) = self.cores[c].current else { continue };
+            let Some(cur) = self.cores[c].current else {
+                continue;
+            };
             let cur = cur as usize;
-            if !self.cores[c].queue.is_empty() && self.now - self.cores[c].dispatched_at >= MIN_GRANULARITY_NS {
+            if !self.cores[c].queue.is_empty()
+                && self.now - self.cores[c].dispatched_at >= MIN_GRANULARITY_NS
+            {
                 if self.cores[c].queue_min.0 < self.threads[cur].vruntime {
                     // Preempt: back to the same queue, keeping its vruntime.
                     self.undispatch(c);
@@ -1082,6 +1262,7 @@ impl<'a> Simulation<'a> {
                         self.cores[c].queue_min = (vr, cur as u32);
                     }
                     self.core_obs[c].runnable += 1;
+                    self.queued_behind = true;
                     if let Some(t) = self.pick_next(c) {
                         self.dispatch(c, t);
                     }
@@ -1097,7 +1278,12 @@ impl<'a> Simulation<'a> {
             out.clear();
             let t0 = Instant::now();
             {
-                let view = View { now_ns: self.now, topology: self.topo, threads: &self.obs, cores: &self.core_obs };
+                let view = View {
+                    now_ns: self.now,
+                    topology: self.topo,
+                    threads: &self.obs,
+                    cores: &self.core_obs,
+                };
                 self.policy.rebalance(&view, &mut out);
             }
             self.policy_time += t0.elapsed();
@@ -1124,7 +1310,11 @@ impl<'a> Simulation<'a> {
             }
             for &(_, t) in &core.queue {
                 seen[t as usize] += 1;
-                assert_eq!(self.obs[t as usize].state, ThreadState::Runnable, "thread {t} queued on {c}");
+                assert_eq!(
+                    self.obs[t as usize].state,
+                    ThreadState::Runnable,
+                    "thread {t} queued on {c}"
+                );
             }
         }
         for (t, &s) in seen.iter().enumerate() {
@@ -1139,8 +1329,11 @@ impl<'a> Simulation<'a> {
                 for &(_, t) in &core.queue {
                     assert!(
                         !self.obs[t as usize].allowed.contains(c),
-                        "core {c} idle while thread {t} waits and may run there (t={})",
-                        self.now
+                        "core {c} idle while thread {t} waits and may run there (t={}; idle core runnable {}, queue {:?}; waiting thread's core {:?})",
+                        self.now,
+                        self.core_obs[c.index()].runnable,
+                        self.cores[c.index()].queue,
+                        self.obs[t as usize].cpu
                     );
                 }
             }
@@ -1155,7 +1348,11 @@ impl<'a> Simulation<'a> {
             .zip(&self.completions)
             .map(|(spec, times)| AppResult {
                 name: spec.name.clone(),
-                completion_s: if times.is_empty() { None } else { Some(times.iter().sum::<f64>() / times.len() as f64) },
+                completion_s: if times.is_empty() {
+                    None
+                } else {
+                    Some(times.iter().sum::<f64>() / times.len() as f64)
+                },
                 completions: times.len() as u64,
                 completion_times_s: times.clone(),
             })
@@ -1172,7 +1369,11 @@ impl<'a> Simulation<'a> {
             })
             .collect();
         let fairness = coefficient_of_variation(&rates);
-        let makespan_ns = if finished { self.last_completion_ns } else { self.now };
+        let makespan_ns = if finished {
+            self.last_completion_ns
+        } else {
+            self.now
+        };
         RunResult {
             policy: self.policy.name().to_string(),
             seed: self.cfg.seed,
@@ -1182,15 +1383,24 @@ impl<'a> Simulation<'a> {
             migrations: self.migrations,
             fairness,
             llc_misses: self.llc_misses,
+            instructions: self.obs.iter().map(|o| o.counters.instructions).sum(),
             policy_cpu_s: self.policy_time.as_secs_f64(),
             rejected_placements: self.rejected_placements,
             threads: self.threads.len() as u64,
-            gantt: if self.cfg.record_gantt { Some(self.gantt.clone()) } else { None },
+            gantt: if self.cfg.record_gantt {
+                Some(self.gantt.clone())
+            } else {
+                None
+            },
             gantt_dropped: self.gantt_dropped,
             engine: EngineStats {
                 events: self.events,
                 wall_s,
-                events_per_s: if wall_s > 0.0 { self.events as f64 / wall_s } else { 0.0 },
+                events_per_s: if wall_s > 0.0 {
+                    self.events as f64 / wall_s
+                } else {
+                    0.0
+                },
                 simulated_s: self.now as f64 / NS_PER_S as f64,
             },
             balance_moves: self.balance.moves,
@@ -1214,7 +1424,9 @@ fn prefetch<T>(r: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint; it reads nothing into the program and cannot fault.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(r as *const T as *const i8);
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            r as *const T as *const i8,
+        );
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = r;
@@ -1223,7 +1435,14 @@ fn prefetch<T>(r: &T) {
 /// Time per instruction of a phase alone on the fastest core with the whole LLC and local memory.
 fn ideal_ns_per_instr(phase: &Phase, best: &BestCore) -> f64 {
     let share = (phase.miss.working_set_bytes() as f64).min(best.llc_bytes);
-    perf::ns_per_instruction(phase.cpi, best.cpi_factor, best.eff_ghz, 1.0, phase.miss.mpki(share), best.latency_ns)
+    perf::ns_per_instruction(
+        phase.cpi,
+        best.cpi_factor,
+        best.eff_ghz,
+        1.0,
+        phase.miss.mpki(share),
+        best.latency_ns,
+    )
 }
 
 /// Standard deviation over mean, or 0 for fewer than two values.

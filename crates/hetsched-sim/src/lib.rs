@@ -4,6 +4,7 @@
 pub mod baseline;
 pub mod engine;
 pub mod metrics;
+pub mod paper_models;
 pub mod perf;
 pub mod presets;
 pub mod workload;
@@ -15,6 +16,11 @@ pub use workload::Workload;
 use hetsched_core::{Policy, Topology};
 
 /// Run one policy on a machine and workload.
-pub fn simulate(topo: &Topology, workload: &Workload, policy: Box<dyn Policy>, cfg: SimConfig) -> RunResult {
+pub fn simulate(
+    topo: &Topology,
+    workload: &Workload,
+    policy: Box<dyn Policy>,
+    cfg: SimConfig,
+) -> RunResult {
     Simulation::new(topo, workload, policy, cfg).run()
 }

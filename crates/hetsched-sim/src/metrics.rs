@@ -57,6 +57,8 @@ pub struct RunResult {
     pub fairness: f64,
     /// LLC misses, all threads (demand misses plus refills).
     pub llc_misses: f64,
+    /// Instructions retired, all threads.
+    pub instructions: f64,
     /// Wall time spent inside the policy's callbacks, s.
     pub policy_cpu_s: f64,
     /// Placements ignored because they left a thread no core of its user mask.

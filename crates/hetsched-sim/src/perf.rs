@@ -33,7 +33,14 @@ pub const REFILL_MLP: f64 = 10.0;
 
 /// Time per instruction, ns.
 #[inline]
-pub fn ns_per_instruction(cpi: f64, cpi_factor: f64, eff_ghz: f64, fpu_slow: f64, mpki: f64, mem_latency_ns: f64) -> f64 {
+pub fn ns_per_instruction(
+    cpi: f64,
+    cpi_factor: f64,
+    eff_ghz: f64,
+    fpu_slow: f64,
+    mpki: f64,
+    mem_latency_ns: f64,
+) -> f64 {
     cpi * cpi_factor / eff_ghz * fpu_slow + mpki / 1000.0 * mem_latency_ns
 }
 
@@ -67,7 +74,12 @@ pub fn weighted_latency(bytes_per_node: &[f64], latency_row: &[f64], core_node: 
     if total <= 0.0 {
         return latency_row[core_node];
     }
-    bytes_per_node.iter().zip(latency_row).map(|(b, l)| b * l).sum::<f64>() / total
+    bytes_per_node
+        .iter()
+        .zip(latency_row)
+        .map(|(b, l)| b * l)
+        .sum::<f64>()
+        / total
 }
 
 #[cfg(test)]
@@ -86,7 +98,10 @@ mod tests {
         let mem_bound = |ghz| ns_per_instruction(1.0, 1.0, ghz, 1.0, 30.0, lat);
         let cpu_speedup = cpu_bound(1.33) / cpu_bound(2.66);
         let mem_speedup = mem_bound(1.33) / mem_bound(2.66);
-        assert!((cpu_speedup - 2.0).abs() < 1e-12, "cpu-bound speedup {cpu_speedup}");
+        assert!(
+            (cpu_speedup - 2.0).abs() < 1e-12,
+            "cpu-bound speedup {cpu_speedup}"
+        );
         assert!(mem_speedup < 1.3, "memory-bound speedup {mem_speedup}");
         assert!(mem_speedup > 1.0);
     }
@@ -103,7 +118,10 @@ mod tests {
         let stall = |l| ns_per_instruction(0.0, 1.0, 1.0, 1.0, 20.0, l);
         assert!((stall(two_hop) / stall(local) - 176.0 / 68.0).abs() < 1e-12);
         assert_eq!(weighted_latency(&[0.0, 0.0, 0.0], &row, 1), 146.0);
-        assert_eq!(weighted_latency(&[1.0, 1.0, 0.0], &row, 0), (68.0 + 146.0) / 2.0);
+        assert_eq!(
+            weighted_latency(&[1.0, 1.0, 0.0], &row, 0),
+            (68.0 + 146.0) / 2.0
+        );
     }
 
     #[test]
@@ -119,7 +137,11 @@ mod tests {
         assert_eq!(llc_share(2e6, 4e6, cap), 2e6);
         let s = llc_share(8e6, 16e6, cap);
         assert!((s - cap / 2.0).abs() < 1.0);
-        let curve = MissCurve::Knee { mpki_max: 40.0, mpki_min: 1.0, ws_bytes: 8 << 20 };
+        let curve = MissCurve::Knee {
+            mpki_max: 40.0,
+            mpki_min: 1.0,
+            ws_bytes: 8 << 20,
+        };
         assert!(curve.mpki(s) > curve.mpki(llc_share(8e6, 8e6, cap)));
     }
 

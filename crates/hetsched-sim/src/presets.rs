@@ -6,11 +6,26 @@ use hetsched_core::{InputError, Topology};
 
 /// (name, workload file text), in the order `hetsched workloads` lists them.
 pub const WORKLOAD_PRESETS: &[(&str, &str)] = &[
-    ("mixed-default", include_str!("../presets/mixed-default.toml")),
-    ("omp-ammp-like", include_str!("../presets/omp-ammp-like.toml")),
-    ("omp-swim-like", include_str!("../presets/omp-swim-like.toml")),
-    ("omp-equake-like", include_str!("../presets/omp-equake-like.toml")),
-    ("omp-mgrid-like", include_str!("../presets/omp-mgrid-like.toml")),
+    (
+        "mixed-default",
+        include_str!("../presets/mixed-default.toml"),
+    ),
+    (
+        "omp-ammp-like",
+        include_str!("../presets/omp-ammp-like.toml"),
+    ),
+    (
+        "omp-swim-like",
+        include_str!("../presets/omp-swim-like.toml"),
+    ),
+    (
+        "omp-equake-like",
+        include_str!("../presets/omp-equake-like.toml"),
+    ),
+    (
+        "omp-mgrid-like",
+        include_str!("../presets/omp-mgrid-like.toml"),
+    ),
     ("make-like", include_str!("../presets/make-like.toml")),
     ("jbb-like", include_str!("../presets/jbb-like.toml")),
     ("ogg-like", include_str!("../presets/ogg-like.toml")),
@@ -22,7 +37,10 @@ pub const WORKLOAD_PRESETS: &[(&str, &str)] = &[
     ("equake-like", include_str!("../presets/equake-like.toml")),
     ("fma3d-like", include_str!("../presets/fma3d-like.toml")),
     ("mcf-like", include_str!("../presets/mcf-like.toml")),
-    ("sixtrack-like", include_str!("../presets/sixtrack-like.toml")),
+    (
+        "sixtrack-like",
+        include_str!("../presets/sixtrack-like.toml"),
+    ),
     ("twolf-like", include_str!("../presets/twolf-like.toml")),
     ("vortex-like", include_str!("../presets/vortex-like.toml")),
     ("wupwise-like", include_str!("../presets/wupwise-like.toml")),
@@ -52,12 +70,23 @@ mod tests {
 
     #[test]
     fn every_preset_resolves_on_every_paper_machine() {
-        for m in ["amps-smp", "amps-numa-1", "hass-amd-12-4", "bulldover", "pinter-smp", "ding-4f12s"] {
+        for m in [
+            "amps-smp",
+            "amps-numa-1",
+            "hass-amd-12-4",
+            "bulldover",
+            "pinter-smp",
+            "ding-4f12s",
+        ] {
             let topo = machine_preset(m).unwrap().unwrap();
             for (name, _) in WORKLOAD_PRESETS {
-                let w = workload_preset(name, &topo).unwrap().unwrap_or_else(|e| panic!("{e}"));
+                let w = workload_preset(name, &topo)
+                    .unwrap()
+                    .unwrap_or_else(|e| panic!("{e}"));
                 assert_eq!(w.name, *name);
-                assert!(name.ends_with("-like") || *name == "mixed-default" || *name == "scale-16k");
+                assert!(
+                    name.ends_with("-like") || *name == "mixed-default" || *name == "scale-16k"
+                );
             }
         }
     }

@@ -15,7 +15,11 @@ pub enum MissCurve {
     /// `mpki_max` at 16 KiB and below, falling linearly in log2(size) to `mpki_min` at the working
     /// set size `ws_bytes` and beyond: the shape of the HASS 179.art signature (HASS section 3),
     /// whose misses fall from 427 to ~0 over 256 KB..16 MB.
-    Knee { mpki_max: f64, mpki_min: f64, ws_bytes: u64 },
+    Knee {
+        mpki_max: f64,
+        mpki_min: f64,
+        ws_bytes: u64,
+    },
     /// Values at 16 KiB, 32 KiB, ... (powers of two), log-interpolated; beyond the last, the last.
     /// This is a HASS signature row (misses per 4096 instructions converted to per 1000).
     Table { mpki: Vec<f64> },
@@ -27,15 +31,32 @@ pub const CURVE_MIN_BYTES: u64 = 16 << 10;
 impl MissCurve {
     /// A thread with no LLC misses and a tiny footprint.
     pub fn none() -> Self {
-        MissCurve::Knee { mpki_max: 0.0, mpki_min: 0.0, ws_bytes: CURVE_MIN_BYTES }
+        MissCurve::Knee {
+            mpki_max: 0.0,
+            mpki_min: 0.0,
+            ws_bytes: CURVE_MIN_BYTES,
+        }
+    }
+
+    /// Misses per kilo-instruction with the smallest cache (16 KiB): the references that reach
+    /// the last-level cache.
+    pub fn mpki_smallest(&self) -> f64 {
+        match self {
+            MissCurve::Knee { mpki_max, .. } => *mpki_max,
+            MissCurve::Table { mpki } => mpki.first().copied().unwrap_or(0.0),
+        }
     }
 
     /// Misses per kilo-instruction with `cache_bytes` of cache.
     #[inline]
     pub fn mpki(&self, cache_bytes: f64) -> f64 {
-        let x = (cache_bytes.max(CURVE_MIN_BYTES as f64) / CURVE_MIN_BYTES as f64).log2();
+        let x = fast_log2(cache_bytes.max(CURVE_MIN_BYTES as f64) / CURVE_MIN_BYTES as f64);
         match self {
-            MissCurve::Knee { mpki_max, mpki_min, ws_bytes } => {
+            MissCurve::Knee {
+                mpki_max,
+                mpki_min,
+                ws_bytes,
+            } => {
                 let span = (*ws_bytes as f64 / CURVE_MIN_BYTES as f64).log2();
                 if span <= 0.0 || x >= span {
                     *mpki_min
@@ -60,11 +81,32 @@ impl MissCurve {
             MissCurve::Knee { ws_bytes, .. } => *ws_bytes,
             MissCurve::Table { mpki } => {
                 let last = mpki.last().copied().unwrap_or(0.0);
-                let i = mpki.iter().position(|&m| (m - last).abs() <= 1e-9 * (1.0 + last)).unwrap_or(0);
+                let i = mpki
+                    .iter()
+                    .position(|&m| (m - last).abs() <= 1e-9 * (1.0 + last))
+                    .unwrap_or(0);
                 CURVE_MIN_BYTES << i
             }
         }
     }
+}
+
+/// log2 of a positive finite normal x to within 1e-9, faster than the libm call: the exponent from
+/// the bits, the mantissa folded into [√½, √2), and its log2 from the series 2·atanh(t)/ln 2 with
+/// t = (m−1)/(m+1), |t| ≤ 0.172, to the t⁹ term (the next term is below 1e-9). Deterministic.
+#[inline]
+pub fn fast_log2(x: f64) -> f64 {
+    let bits = x.to_bits();
+    let mut exp = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let mut m = f64::from_bits((bits & 0x000F_FFFF_FFFF_FFFF) | 0x3FF0_0000_0000_0000);
+    if m > std::f64::consts::SQRT_2 {
+        m *= 0.5;
+        exp += 1;
+    }
+    let t = (m - 1.0) / (m + 1.0);
+    let t2 = t * t;
+    let series = t * (1.0 + t2 * (1.0 / 3.0 + t2 * (1.0 / 5.0 + t2 * (1.0 / 7.0 + t2 / 9.0))));
+    exp as f64 + series * (2.0 / std::f64::consts::LN_2)
 }
 
 /// What a thread does when a phase's instructions are done.
@@ -133,8 +175,18 @@ impl AppSpec {
         self.threads
             .iter()
             .map(|t| {
-                let per_pass: f64 = t.phases.iter().filter(|p| !p.once).map(|p| p.instructions).sum();
-                let once: f64 = t.phases.iter().filter(|p| p.once).map(|p| p.instructions).sum();
+                let per_pass: f64 = t
+                    .phases
+                    .iter()
+                    .filter(|p| !p.once)
+                    .map(|p| p.instructions)
+                    .sum();
+                let once: f64 = t
+                    .phases
+                    .iter()
+                    .filter(|p| p.once)
+                    .map(|p| p.instructions)
+                    .sum();
                 t.count as f64 * (once + t.repeat as f64 * per_pass)
             })
             .sum()
@@ -229,7 +281,9 @@ struct FilePhase {
 /// Evaluate a thread-count expression: an integer, or `[K*]cores[+-M]`, or `cores/K`.
 pub fn eval_count(expr: &str, cores: usize) -> Result<i64, String> {
     let e: String = expr.chars().filter(|c| !c.is_whitespace()).collect();
-    let bad = || format!("{expr:?} is not a count (an integer, \"cores\", \"K*cores\", \"cores+M\", \"cores-M\" or \"cores/K\")");
+    let bad = || {
+        format!("{expr:?} is not a count (an integer, \"cores\", \"K*cores\", \"cores+M\", \"cores-M\" or \"cores/K\")")
+    };
     if let Ok(v) = e.parse::<i64>() {
         return Ok(v);
     }
@@ -273,9 +327,15 @@ pub const MAX_THREADS: u64 = 1 << 20;
 
 impl Workload {
     /// Parse a workload file and resolve its counts against a machine.
-    pub fn parse(text: &str, source_name: &str, topology: &Topology) -> Result<Workload, InputError> {
-        let file: FileWorkload = toml::from_str(text).map_err(|e| InputError::from_toml(source_name, text, &e))?;
-        resolve(file, topology.num_cores()).map_err(|(field, msg)| InputError::at(source_name, &field, msg))
+    pub fn parse(
+        text: &str,
+        source_name: &str,
+        topology: &Topology,
+    ) -> Result<Workload, InputError> {
+        let file: FileWorkload =
+            toml::from_str(text).map_err(|e| InputError::from_toml(source_name, text, &e))?;
+        resolve(file, topology.num_cores())
+            .map_err(|(field, msg)| InputError::at(source_name, &field, msg))
     }
 
     /// Read a workload file.
@@ -287,7 +347,10 @@ impl Workload {
 
     /// Threads alive at once when every copy runs.
     pub fn peak_threads(&self) -> u64 {
-        self.apps.iter().map(|a| a.copies as u64 * a.num_threads() as u64).sum()
+        self.apps
+            .iter()
+            .map(|a| a.copies as u64 * a.num_threads() as u64)
+            .sum()
     }
 
     /// True when every app eventually ends (no unbounded closed loop).
@@ -312,18 +375,26 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String
             return Err((at("copies"), format!("must be at least 1, got {copies}")));
         }
         if !(a.arrival_s.is_finite() && a.arrival_s >= 0.0) {
-            return Err((at("arrival_s"), format!("must be a time >= 0, got {}", a.arrival_s)));
+            return Err((
+                at("arrival_s"),
+                format!("must be a time >= 0, got {}", a.arrival_s),
+            ));
         }
         let runs = match a.runs {
             Some(r) if r < 1 => return Err((at("runs"), format!("must be at least 1, got {r}"))),
-            Some(_) if !a.restart => return Err((at("runs"), "only makes sense with restart = true".into())),
+            Some(_) if !a.restart => {
+                return Err((at("runs"), "only makes sense with restart = true".into()))
+            }
             r => r.map(|r| r as u32),
         };
         let mut dfs = Vec::new();
         for (di, d) in a.data_fragments.iter().enumerate() {
             let b = size_of(d).map_err(|m| (at(&format!("data_fragments[{di}]")), m))?;
             if b == 0 {
-                return Err((at(&format!("data_fragments[{di}]")), "must be more than 0 bytes".into()));
+                return Err((
+                    at(&format!("data_fragments[{di}]")),
+                    "must be more than 0 bytes".into(),
+                ));
             }
             dfs.push(b);
         }
@@ -345,28 +416,50 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String
                 return Err((tat("phases"), "at least one phase is needed".into()));
             }
             if t.phases.iter().all(|p| p.once) && repeat > 1 {
-                return Err((tat("phases"), "with repeat > 1, at least one phase must not be `once`".into()));
+                return Err((
+                    tat("phases"),
+                    "with repeat > 1, at least one phase must not be `once`".into(),
+                ));
             }
             let mut phases = Vec::new();
             for (pi, p) in t.phases.into_iter().enumerate() {
                 let pat = |f: &str| format!("apps[{ai}].threads[{ti}].phases[{pi}].{f}");
                 if !(p.instructions.is_finite() && p.instructions > 0.0) {
-                    return Err((pat("instructions"), format!("must be positive, got {}", p.instructions)));
+                    return Err((
+                        pat("instructions"),
+                        format!("must be positive, got {}", p.instructions),
+                    ));
                 }
                 if !(p.cpi.is_finite() && p.cpi > 0.0) {
                     return Err((pat("cpi"), format!("must be positive, got {}", p.cpi)));
                 }
                 if !(0.0..=1.0).contains(&p.fp) {
-                    return Err((pat("fp"), format!("must be a fraction in [0, 1], got {}", p.fp)));
+                    return Err((
+                        pat("fp"),
+                        format!("must be a fraction in [0, 1], got {}", p.fp),
+                    ));
                 }
                 let miss = match (p.mpki, p.mpki_table) {
-                    (Some(_), Some(_)) => return Err((pat("mpki"), "give mpki or mpki_table, not both".into())),
+                    (Some(_), Some(_)) => {
+                        return Err((pat("mpki"), "give mpki or mpki_table, not both".into()))
+                    }
                     (Some(m), None) => {
                         let ws = size_of(&m.ws).map_err(|e| (pat("mpki.ws"), e))?;
-                        if !(m.max.is_finite() && m.min.is_finite() && m.min >= 0.0 && m.max >= m.min) {
-                            return Err((pat("mpki"), format!("need 0 <= min <= max, got min {} max {}", m.min, m.max)));
+                        if !(m.max.is_finite()
+                            && m.min.is_finite()
+                            && m.min >= 0.0
+                            && m.max >= m.min)
+                        {
+                            return Err((
+                                pat("mpki"),
+                                format!("need 0 <= min <= max, got min {} max {}", m.min, m.max),
+                            ));
                         }
-                        MissCurve::Knee { mpki_max: m.max, mpki_min: m.min, ws_bytes: ws.max(CURVE_MIN_BYTES) }
+                        MissCurve::Knee {
+                            mpki_max: m.max,
+                            mpki_min: m.min,
+                            ws_bytes: ws.max(CURVE_MIN_BYTES),
+                        }
                     }
                     (None, Some(t)) => {
                         if t.is_empty() || t.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
@@ -378,7 +471,10 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String
                 };
                 let data_fragment = match p.df {
                     Some(d) if d < 0 || d as usize >= dfs.len() => {
-                        return Err((pat("df"), format!("no data fragment {d} (the app has {})", dfs.len())))
+                        return Err((
+                            pat("df"),
+                            format!("no data fragment {d} (the app has {})", dfs.len()),
+                        ))
                     }
                     Some(d) => Some(d as usize),
                     None => None,
@@ -391,10 +487,19 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String
                     None => 0,
                 };
                 let end = match (p.barrier, p.sleep_ms) {
-                    (true, Some(_)) => return Err((pat("barrier"), "a phase ends in a barrier or a sleep, not both".into())),
+                    (true, Some(_)) => {
+                        return Err((
+                            pat("barrier"),
+                            "a phase ends in a barrier or a sleep, not both".into(),
+                        ))
+                    }
                     (true, None) => PhaseEnd::Barrier,
-                    (false, Some(ms)) if ms.is_finite() && ms > 0.0 => PhaseEnd::Sleep { ns: (ms * 1e6) as u64 },
-                    (false, Some(ms)) => return Err((pat("sleep_ms"), format!("must be positive, got {ms}"))),
+                    (false, Some(ms)) if ms.is_finite() && ms > 0.0 => PhaseEnd::Sleep {
+                        ns: (ms * 1e6) as u64,
+                    },
+                    (false, Some(ms)) => {
+                        return Err((pat("sleep_ms"), format!("must be positive, got {ms}")))
+                    }
                     (false, None) => PhaseEnd::Next,
                 };
                 phases.push(Phase {
@@ -409,7 +514,11 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String
                     end,
                 });
             }
-            threads.push(ThreadSpec { count: count as u32, phases, repeat: repeat as u32 });
+            threads.push(ThreadSpec {
+                count: count as u32,
+                phases,
+                repeat: repeat as u32,
+            });
         }
         let app = AppSpec {
             name: a.name,
@@ -425,11 +534,18 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String
         }
         total += app.copies as u64 * app.num_threads() as u64;
         if total > MAX_THREADS {
-            return Err((at("copies"), format!("more than {MAX_THREADS} threads at once")));
+            return Err((
+                at("copies"),
+                format!("more than {MAX_THREADS} threads at once"),
+            ));
         }
         apps.push(app);
     }
-    Ok(Workload { name: file.name, description: file.description, apps })
+    Ok(Workload {
+        name: file.name,
+        description: file.description,
+        apps,
+    })
 }
 
 #[cfg(test)]
@@ -454,8 +570,33 @@ mod tests {
     }
 
     #[test]
+    fn fast_log2_is_accurate() {
+        for &x in &[
+            1.0,
+            1.5,
+            2.0,
+            3.0,
+            1024.0,
+            1e6,
+            12345.678,
+            1.0000001,
+            65536.0 * 1.9999,
+        ] {
+            assert!(
+                (fast_log2(x) - f64::log2(x)).abs() < 1e-9,
+                "{x}: {}",
+                fast_log2(x) - f64::log2(x)
+            );
+        }
+    }
+
+    #[test]
     fn knee_curve_shape() {
-        let c = MissCurve::Knee { mpki_max: 40.0, mpki_min: 2.0, ws_bytes: 16 << 20 };
+        let c = MissCurve::Knee {
+            mpki_max: 40.0,
+            mpki_min: 2.0,
+            ws_bytes: 16 << 20,
+        };
         assert_eq!(c.mpki(1024.0), 40.0);
         assert_eq!(c.mpki((16u64 << 20) as f64), 2.0);
         assert_eq!(c.mpki(1e12), 2.0);
@@ -466,9 +607,11 @@ mod tests {
 
     #[test]
     fn table_curve_interpolates() {
-        let c = MissCurve::Table { mpki: vec![100.0, 50.0, 10.0, 10.0] };
+        let c = MissCurve::Table {
+            mpki: vec![100.0, 50.0, 10.0, 10.0],
+        };
         assert_eq!(c.mpki(16384.0), 100.0);
-        assert!((c.mpki(16384.0 * 2f64.sqrt()) - 75.0).abs() < 1e-9);
+        assert!((c.mpki(16384.0 * 2f64.sqrt()) - 75.0).abs() < 1e-6);
         assert_eq!(c.mpki(1e9), 10.0);
         assert_eq!(c.working_set_bytes(), 64 << 10);
     }
@@ -516,7 +659,12 @@ barrier = true
         for ((from, to), want) in cases {
             let text = GOOD.replacen(from, to, 1);
             assert_ne!(text, GOOD);
-            assert_eq!(Workload::parse(&text, "w.toml", &smp()).unwrap_err().to_string(), want);
+            assert_eq!(
+                Workload::parse(&text, "w.toml", &smp())
+                    .unwrap_err()
+                    .to_string(),
+                want
+            );
         }
     }
 }

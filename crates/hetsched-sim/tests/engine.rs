@@ -1,0 +1,419 @@
+//! The engine's invariants (property tests) and the performance model's effects seen end to end.
+
+use hetsched_core::policies::policy_by_name;
+use hetsched_core::presets::machine_preset;
+use hetsched_core::rng::SeededRng;
+use hetsched_core::{CoreId, CpuSet, Placement, Policy, ThreadId, Topology, View};
+use hetsched_sim::workload::{AppSpec, MissCurve, Phase, PhaseEnd, ThreadSpec, Workload};
+use hetsched_sim::{simulate, SimConfig};
+use proptest::prelude::*;
+
+fn machine(name: &str) -> Topology {
+    machine_preset(name).unwrap().unwrap()
+}
+
+fn phase(instructions: f64, cpi: f64, mpki: f64, end: PhaseEnd) -> Phase {
+    Phase {
+        instructions,
+        cpi,
+        miss: MissCurve::Knee {
+            mpki_max: mpki,
+            mpki_min: mpki,
+            ws_bytes: 64 << 10,
+        },
+        fp_fraction: 0.0,
+        data_fragment: None,
+        df_writes: false,
+        alloc_bytes: 0,
+        once: false,
+        end,
+    }
+}
+
+fn single(name: &str, phases: Vec<Phase>) -> Workload {
+    Workload {
+        name: name.into(),
+        description: String::new(),
+        apps: vec![AppSpec {
+            name: name.into(),
+            copies: 1,
+            arrival_ns: 0,
+            restart: false,
+            runs: None,
+            threads: vec![ThreadSpec {
+                count: 1,
+                phases,
+                repeat: 1,
+            }],
+            data_fragments: vec![],
+        }],
+    }
+}
+
+/// A test policy: pins every thread to `first` until `switch_ns`, then to `then`.
+struct Pin {
+    first: CoreId,
+    then: CoreId,
+    switch_ns: u64,
+}
+
+impl Policy for Pin {
+    fn name(&self) -> &str {
+        "pin"
+    }
+    fn rebalance_period_ns(&self) -> u64 {
+        1_000_000
+    }
+    fn on_thread_start(&mut self, _v: &View<'_>, _t: ThreadId) -> Option<CpuSet> {
+        Some(CpuSet::single(self.first))
+    }
+    fn rebalance(&mut self, v: &View<'_>, out: &mut Vec<Placement>) {
+        if v.now_ns >= self.switch_ns {
+            for t in v.live_threads() {
+                out.push(Placement::pin(t.id, self.then));
+            }
+        }
+    }
+}
+
+fn pinned_time(topo: &Topology, w: &Workload, core: u32) -> f64 {
+    let p = Box::new(Pin {
+        first: CoreId(core),
+        then: CoreId(core),
+        switch_ns: u64::MAX,
+    });
+    let r = simulate(topo, w, p, SimConfig::default());
+    assert!(r.finished);
+    r.makespan_s
+}
+
+/// A CPU-bound thread runs twice as fast on a core twice as fast; a memory-bound one gains much
+/// less (issue 3; HASS section 3).
+#[test]
+fn fast_core_doubles_cpu_bound_but_not_memory_bound() {
+    let smp = machine("amps-smp"); // cores 0-1 at 2.66 GHz, 2-7 at 50% duty
+    let cpu = single("cpu", vec![phase(2e9, 1.0, 0.0, PhaseEnd::Next)]);
+    let mem = single("mem", vec![phase(2e8, 1.0, 40.0, PhaseEnd::Next)]);
+    let cpu_ratio = pinned_time(&smp, &cpu, 3) / pinned_time(&smp, &cpu, 0);
+    let mem_ratio = pinned_time(&smp, &mem, 3) / pinned_time(&smp, &mem, 0);
+    assert!((cpu_ratio - 2.0).abs() < 0.01, "cpu-bound: {cpu_ratio}");
+    assert!(mem_ratio < 1.15, "memory-bound: {mem_ratio}");
+}
+
+/// Pages on a remote node cost the paper's latency ratio (AMPS Table 1: 176 / 68 for 2 hops).
+#[test]
+fn remote_pages_cost_the_papers_latency_ratio() {
+    let numa = machine("amps-numa-1");
+    // Node 0 holds cores 0-3; node 2 (cores 8-11) is two hops from node 0.
+    assert_eq!(numa.latency_ns(CoreId(8), hetsched_core::NodeId(0)), 176.0);
+    let mut alloc = phase(1e6, 0.01, 0.0, PhaseEnd::Sleep { ns: 10_000_000 });
+    alloc.alloc_bytes = 1 << 30;
+    // Pure memory stall: tiny CPI, fixed miss rate.
+    let work = phase(1e8, 1e-6, 50.0, PhaseEnd::Next);
+    let w = single("numa", vec![alloc, work]);
+    let stay = Box::new(Pin {
+        first: CoreId(0),
+        then: CoreId(1),
+        switch_ns: 5_000_000,
+    });
+    let away = Box::new(Pin {
+        first: CoreId(0),
+        then: CoreId(8),
+        switch_ns: 5_000_000,
+    });
+    let local = simulate(&numa, &w, stay, SimConfig::default());
+    let remote = simulate(&numa, &w, away, SimConfig::default());
+    let work_time = |r: &hetsched_sim::RunResult| r.makespan_s - 0.010 - 1e6 * 0.01 / 3.3e9;
+    let ratio = work_time(&remote) / work_time(&local);
+    assert!(
+        (ratio - 176.0 / 68.0).abs() < 0.03,
+        "remote/local = {ratio}"
+    );
+}
+
+#[test]
+fn same_seed_same_result_and_baseline_varies_across_seeds() {
+    let smp = machine("amps-smp");
+    // Three single-threaded programs on 2 fast + 6 slow cores: where they land is chance.
+    let mut w = single("three", vec![phase(1e9, 1.0, 0.5, PhaseEnd::Next)]);
+    w.apps[0].copies = 3;
+    let run = |seed| {
+        simulate(
+            &smp,
+            &w,
+            policy_by_name("linux-default").unwrap(),
+            SimConfig {
+                seed,
+                ..Default::default()
+            },
+        )
+    };
+    let (a, b) = (run(3), run(3));
+    assert_eq!(a.apps[0].completion_times_s, b.apps[0].completion_times_s);
+    assert_eq!(a.migrations, b.migrations);
+    let spans: Vec<f64> = (1..=8)
+        .map(|s| run(s).apps[0].completion_s.unwrap())
+        .collect();
+    let min = spans.iter().cloned().fold(f64::MAX, f64::min);
+    let max = spans.iter().cloned().fold(f64::MIN, f64::max);
+    assert!(
+        max > min * 1.01,
+        "the baseline should vary with the seed on an asymmetric machine: {spans:?}"
+    );
+}
+
+/// A policy that pins threads to random cores (seeded), to drive every placement path.
+struct RandomPins {
+    rng: SeededRng,
+    cores: usize,
+}
+
+impl Policy for RandomPins {
+    fn name(&self) -> &str {
+        "random-pins"
+    }
+    fn rebalance_period_ns(&self) -> u64 {
+        3_000_000
+    }
+    fn rebalance(&mut self, v: &View<'_>, out: &mut Vec<Placement>) {
+        for t in v.live_threads() {
+            if self.rng.below(3) == 0 {
+                let a = self.rng.below(self.cores) as u32;
+                let b = self.rng.below(self.cores) as u32;
+                let set: CpuSet = [CoreId(a), CoreId(b)].into_iter().collect();
+                out.push(Placement::new(t.id, set));
+            }
+        }
+    }
+    fn on_core_idle(&mut self, v: &View<'_>, core: CoreId, out: &mut Vec<Placement>) {
+        if let Some(t) = v
+            .live_threads()
+            .find(|t| t.state == hetsched_core::ThreadState::Runnable)
+        {
+            out.push(Placement::pin(t.id, core));
+        }
+    }
+}
+
+fn arb_phase() -> impl Strategy<Value = Phase> {
+    (1e5f64..2e7, 0.5f64..2.0, 0.0f64..30.0, 0u8..4, 0u32..3).prop_map(
+        |(instr, cpi, mpki, end, sleep)| Phase {
+            instructions: instr,
+            cpi,
+            miss: MissCurve::Knee {
+                mpki_max: mpki * 2.0,
+                mpki_min: mpki,
+                ws_bytes: 4 << 20,
+            },
+            fp_fraction: if end == 1 { 0.8 } else { 0.0 },
+            data_fragment: if end == 2 { Some(0) } else { None },
+            df_writes: end == 2,
+            alloc_bytes: if end == 3 { 1 << 20 } else { 0 },
+            once: false,
+            end: match end {
+                0 => PhaseEnd::Barrier,
+                1 => PhaseEnd::Sleep {
+                    ns: 100_000 + sleep as u64 * 1_000_000,
+                },
+                _ => PhaseEnd::Next,
+            },
+        },
+    )
+}
+
+fn arb_workload() -> impl Strategy<Value = Workload> {
+    let app = (
+        proptest::collection::vec(
+            (
+                1u32..5,
+                proptest::collection::vec(arb_phase(), 1..4),
+                1u32..3,
+            ),
+            1..3,
+        ),
+        0u64..20_000_000,
+        any::<bool>(),
+    )
+        .prop_map(|(groups, arrival, restart)| AppSpec {
+            name: "app".into(),
+            copies: 1,
+            arrival_ns: arrival,
+            restart,
+            runs: if restart { Some(2) } else { None },
+            threads: groups
+                .into_iter()
+                .map(|(count, phases, repeat)| ThreadSpec {
+                    count,
+                    phases,
+                    repeat,
+                })
+                .collect(),
+            data_fragments: vec![256 << 10],
+        });
+    proptest::collection::vec(app, 1..4).prop_map(|apps| Workload {
+        name: "random".into(),
+        description: String::new(),
+        apps,
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, .. ProptestConfig::default() })]
+
+    /// DESIGN.md invariants, checked after every event and tick: a thread is on at most one core;
+    /// the baseline never leaves a core idle while a thread waits in its allowed set. And no work
+    /// is lost: a finished run retired exactly the workload's instructions.
+    #[test]
+    fn invariants_hold_and_no_work_is_lost(
+        w in arb_workload(),
+        m in prop::sample::select(vec!["amps-smp", "bulldover", "pinter-smp", "hass-amd-2-2", "arm-3cluster-phone", "amps-numa-2"]),
+        seed in 0u64..1000,
+        random_policy in any::<bool>(),
+    ) {
+        let topo = machine(m);
+        let policy: Box<dyn Policy> = if random_policy {
+            Box::new(RandomPins { rng: SeededRng::new(seed), cores: topo.num_cores() })
+        } else {
+            policy_by_name("linux-default").unwrap()
+        };
+        let cfg = SimConfig { seed, check_invariants: true, duration_ns: 30_000_000_000, ..Default::default() };
+        let r = simulate(&topo, &w, policy, cfg);
+        prop_assert!(r.finished, "did not finish in 30 s");
+        let expected: f64 = w.apps.iter().zip(&r.apps).map(|(a, res)| a.instructions() * res.completions as f64).sum();
+        prop_assert!((r.instructions - expected).abs() <= 1e-6 * expected.max(1.0), "retired {} of {}", r.instructions, expected);
+        for (a, res) in w.apps.iter().zip(&r.apps) {
+            let runs = if a.restart { a.runs.unwrap_or(1) } else { 1 } as u64;
+            prop_assert_eq!(res.completions, runs * a.copies as u64);
+        }
+    }
+}
+
+#[test]
+fn regression_idle_core_with_waiting_thread() {
+    let w = Workload {
+        name: "random".into(),
+        description: "".into(),
+        apps: vec![
+            AppSpec {
+                name: "app".into(),
+                copies: 1,
+                arrival_ns: 13251137,
+                restart: true,
+                runs: Some(2),
+                threads: vec![
+                    ThreadSpec {
+                        count: 4,
+                        phases: vec![Phase {
+                            instructions: 4645434.509151489,
+                            cpi: 1.9997614777236081,
+                            miss: MissCurve::Knee {
+                                mpki_max: 40.70556265181933,
+                                mpki_min: 20.352781325909664,
+                                ws_bytes: 4194304,
+                            },
+                            fp_fraction: 0.0,
+                            data_fragment: None,
+                            df_writes: false,
+                            alloc_bytes: 0,
+                            once: false,
+                            end: PhaseEnd::Barrier,
+                        }],
+                        repeat: 2,
+                    },
+                    ThreadSpec {
+                        count: 1,
+                        phases: vec![Phase {
+                            instructions: 11253163.425995914,
+                            cpi: 0.5,
+                            miss: MissCurve::Knee {
+                                mpki_max: 15.757123355380914,
+                                mpki_min: 7.878561677690457,
+                                ws_bytes: 4194304,
+                            },
+                            fp_fraction: 0.0,
+                            data_fragment: None,
+                            df_writes: false,
+                            alloc_bytes: 0,
+                            once: false,
+                            end: PhaseEnd::Barrier,
+                        }],
+                        repeat: 1,
+                    },
+                ],
+                data_fragments: vec![262144],
+            },
+            AppSpec {
+                name: "app".into(),
+                copies: 1,
+                arrival_ns: 9684258,
+                restart: true,
+                runs: Some(2),
+                threads: vec![ThreadSpec {
+                    count: 4,
+                    phases: vec![
+                        Phase {
+                            instructions: 3993828.767483713,
+                            cpi: 1.0989392982211932,
+                            miss: MissCurve::Knee {
+                                mpki_max: 16.567895041837588,
+                                mpki_min: 8.283947520918794,
+                                ws_bytes: 4194304,
+                            },
+                            fp_fraction: 0.0,
+                            data_fragment: Some(0),
+                            df_writes: true,
+                            alloc_bytes: 0,
+                            once: false,
+                            end: PhaseEnd::Next,
+                        },
+                        Phase {
+                            instructions: 12742525.278449375,
+                            cpi: 1.2275788142528232,
+                            miss: MissCurve::Knee {
+                                mpki_max: 3.044425422070486,
+                                mpki_min: 1.522212711035243,
+                                ws_bytes: 4194304,
+                            },
+                            fp_fraction: 0.8,
+                            data_fragment: None,
+                            df_writes: false,
+                            alloc_bytes: 0,
+                            once: false,
+                            end: PhaseEnd::Sleep { ns: 100000 },
+                        },
+                        Phase {
+                            instructions: 3476296.5989463683,
+                            cpi: 1.17397374290606,
+                            miss: MissCurve::Knee {
+                                mpki_max: 38.86857393355279,
+                                mpki_min: 19.434286966776394,
+                                ws_bytes: 4194304,
+                            },
+                            fp_fraction: 0.0,
+                            data_fragment: Some(0),
+                            df_writes: true,
+                            alloc_bytes: 0,
+                            once: false,
+                            end: PhaseEnd::Next,
+                        },
+                    ],
+                    repeat: 1,
+                }],
+                data_fragments: vec![262144],
+            },
+        ],
+    };
+    let topo = machine("bulldover");
+    let policy = Box::new(RandomPins {
+        rng: SeededRng::new(394),
+        cores: topo.num_cores(),
+    });
+    let cfg = SimConfig {
+        seed: 394,
+        check_invariants: true,
+        duration_ns: 30_000_000_000,
+        ..Default::default()
+    };
+    let r = simulate(&topo, &w, policy, cfg);
+    assert!(r.finished);
+}
