@@ -40,10 +40,10 @@ pub struct SimulateArgs {
     pub seeds: u32,
     /// Simulated seconds to run (default: until the work is done, at most 3600 s; 60 s for a
     /// workload that restarts forever).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub duration: Option<f64>,
     /// Scheduler tick and time slice, ms.
-    #[arg(long, default_value_t = 4.0)]
+    #[arg(long, default_value_t = 4.0, allow_negative_numbers = true)]
     pub quantum_ms: f64,
     /// Print one JSON document on stdout.
     #[arg(long)]

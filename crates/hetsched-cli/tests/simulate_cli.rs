@@ -1,0 +1,100 @@
+//! `hetsched simulate` and `hetsched workloads` as a user runs them.
+
+use serde_json::Value;
+use std::process::Command;
+
+fn hetsched(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hetsched")).args(args).output().expect("run hetsched");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn no_arguments_runs_the_default_scenario_and_prints_a_table() {
+    let (code, out, err) = hetsched(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("machine amps-smp · workload mixed-default"), "{out}");
+    assert!(out.contains("linux-default") && out.contains("makespan_s") && out.contains("migrations"), "{out}");
+}
+
+#[test]
+fn json_has_the_contract_fields() {
+    let (code, out, err) = hetsched(&["simulate", "--json", "--seeds", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
+    for k in ["machine", "workload", "seed", "baseline", "results", "engine"] {
+        assert!(!v[k].is_null(), "missing {k}");
+    }
+    let r = &v["results"][0];
+    for k in ["policy", "makespan_s", "speedup_vs_baseline", "apps", "migrations", "fairness", "llc_misses", "policy_cpu_s"] {
+        assert!(!r[k].is_null(), "missing results[0].{k}");
+    }
+    assert_eq!(r["speedup_vs_baseline"], 1.0, "the baseline against itself");
+    for k in ["name", "completion_s", "completions"] {
+        assert!(!r["apps"][0][k].is_null(), "missing apps[0].{k}");
+    }
+    for k in ["events", "wall_s", "events_per_s"] {
+        assert!(v["engine"][k].as_f64().unwrap() > 0.0, "engine.{k}");
+    }
+    assert_eq!(v["runs"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn every_preset_pair_simulates() {
+    let (_, machines, _) = hetsched(&["machines", "--json"]);
+    let (_, workloads, _) = hetsched(&["workloads", "--json"]);
+    let names = |s: &str| -> Vec<String> {
+        serde_json::from_str::<Value>(s).unwrap().as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_string()).collect()
+    };
+    let (machines, workloads) = (names(&machines), names(&workloads));
+    assert!(workloads.len() >= 20);
+    for m in &machines {
+        for w in &workloads {
+            let (code, out, err) = hetsched(&["simulate", "--machine", m, "--workload", w, "--duration", "0.05", "--json"]);
+            assert_eq!(code, 0, "{m} {w}: {err}");
+            let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{m} {w}: {e}"));
+            assert_eq!(v["machine"], m.as_str());
+        }
+    }
+}
+
+#[test]
+fn out_writes_a_report_with_charts() {
+    let dir = std::env::temp_dir().join(format!("hetsched-report-{}", std::process::id()));
+    let (code, _, err) = hetsched(&["simulate", "--out", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("core 7") && html.contains("mcf-like"), "Gantt and bars");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(json["machine"], "amps-smp");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_input_exits_2_naming_it() {
+    for (args, needle) in [
+        (vec!["simulate", "--policy", "nope"], "--policy \"nope\": unknown policy"),
+        (vec!["simulate", "--machine", "nope"], "--machine \"nope\""),
+        (vec!["simulate", "--workload", "nope"], "--workload \"nope\""),
+        (vec!["simulate", "--seeds", "0"], "--seeds 0"),
+        (vec!["simulate", "--duration", "-1"], "--duration -1"),
+        (vec!["simulate", "--quantum-ms", "0"], "--quantum-ms 0"),
+    ] {
+        let (code, out, err) = hetsched(&args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(out.is_empty());
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    let dir = std::env::temp_dir().join(format!("hetsched-w-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("w.toml");
+    std::fs::write(&f, "name = \"w\"\n[[apps]]\nname = \"a\"\n[[apps.threads]]\n[[apps.threads.phases]]\ninstructions = -5\ncpi = 1.0\n").unwrap();
+    let (code, _, err) = hetsched(&["simulate", "--workload", f.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("w.toml: apps[0].threads[0].phases[0].instructions: must be positive, got -5"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
