@@ -1,6 +1,7 @@
 //! `hetsched simulate` and `hetsched workloads`.
 
 use crate::machine::resolve_machine;
+use crate::topo::{print_named, NamedJson};
 use crate::{bad_input, report};
 use clap::Args;
 use hetsched_core::policies::{policy_by_name, policy_names};
@@ -444,12 +445,6 @@ pub struct WorkloadsArgs {
     json: bool,
 }
 
-#[derive(Serialize)]
-struct NamedJson {
-    name: String,
-    description: String,
-}
-
 pub fn run_workloads(args: &WorkloadsArgs) -> anyhow::Result<()> {
     let topo = resolve_machine(DEFAULT_MACHINE)?;
     let mut list = Vec::new();
@@ -460,13 +455,5 @@ pub fn run_workloads(args: &WorkloadsArgs) -> anyhow::Result<()> {
             description: w.description,
         });
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
-    } else {
-        let w = list.iter().map(|m| m.name.len()).max().unwrap_or(0);
-        for m in &list {
-            println!("{:<w$}  {}", m.name, m.description);
-        }
-    }
-    Ok(())
+    print_named(&list, args.json)
 }

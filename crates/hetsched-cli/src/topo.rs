@@ -342,10 +342,24 @@ pub fn run_topo(args: &TopoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A `{name, description}` entry of `machines` and `workloads`.
 #[derive(Serialize)]
-struct NamedJson {
-    name: String,
-    description: String,
+pub struct NamedJson {
+    pub name: String,
+    pub description: String,
+}
+
+/// Print a preset list: JSON, or aligned columns.
+pub fn print_named(list: &[NamedJson], json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(list)?);
+    } else {
+        let w = list.iter().map(|m| m.name.len()).max().unwrap_or(0);
+        for m in list {
+            println!("{:<w$}  {}", m.name, m.description);
+        }
+    }
+    Ok(())
 }
 
 pub fn run_machines(args: &ListArgs) -> anyhow::Result<()> {
@@ -357,13 +371,5 @@ pub fn run_machines(args: &ListArgs) -> anyhow::Result<()> {
             description: t.description().to_string(),
         });
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
-    } else {
-        let w = list.iter().map(|m| m.name.len()).max().unwrap_or(0);
-        for m in &list {
-            println!("{:<w$}  {}", m.name, m.description);
-        }
-    }
-    Ok(())
+    print_named(&list, args.json)
 }

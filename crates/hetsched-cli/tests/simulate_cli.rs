@@ -4,7 +4,10 @@ use serde_json::Value;
 use std::process::Command;
 
 fn hetsched(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hetsched")).args(args).output().expect("run hetsched");
+    let out = Command::new(env!("CARGO_BIN_EXE_hetsched"))
+        .args(args)
+        .output()
+        .expect("run hetsched");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -16,8 +19,14 @@ fn hetsched(args: &[&str]) -> (i32, String, String) {
 fn no_arguments_runs_the_default_scenario_and_prints_a_table() {
     let (code, out, err) = hetsched(&[]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("machine amps-smp · workload mixed-default"), "{out}");
-    assert!(out.contains("linux-default") && out.contains("makespan_s") && out.contains("migrations"), "{out}");
+    assert!(
+        out.contains("machine amps-smp · workload mixed-default"),
+        "{out}"
+    );
+    assert!(
+        out.contains("linux-default") && out.contains("makespan_s") && out.contains("migrations"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -25,11 +34,22 @@ fn json_has_the_contract_fields() {
     let (code, out, err) = hetsched(&["simulate", "--json", "--seeds", "2"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
-    for k in ["machine", "workload", "seed", "baseline", "results", "engine"] {
+    for k in [
+        "machine", "workload", "seed", "baseline", "results", "engine",
+    ] {
         assert!(!v[k].is_null(), "missing {k}");
     }
     let r = &v["results"][0];
-    for k in ["policy", "makespan_s", "speedup_vs_baseline", "apps", "migrations", "fairness", "llc_misses", "policy_cpu_s"] {
+    for k in [
+        "policy",
+        "makespan_s",
+        "speedup_vs_baseline",
+        "apps",
+        "migrations",
+        "fairness",
+        "llc_misses",
+        "policy_cpu_s",
+    ] {
         assert!(!r[k].is_null(), "missing results[0].{k}");
     }
     assert_eq!(r["speedup_vs_baseline"], 1.0, "the baseline against itself");
@@ -47,13 +67,28 @@ fn every_preset_pair_simulates() {
     let (_, machines, _) = hetsched(&["machines", "--json"]);
     let (_, workloads, _) = hetsched(&["workloads", "--json"]);
     let names = |s: &str| -> Vec<String> {
-        serde_json::from_str::<Value>(s).unwrap().as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_string()).collect()
+        serde_json::from_str::<Value>(s)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["name"].as_str().unwrap().to_string())
+            .collect()
     };
     let (machines, workloads) = (names(&machines), names(&workloads));
     assert!(workloads.len() >= 20);
     for m in &machines {
         for w in &workloads {
-            let (code, out, err) = hetsched(&["simulate", "--machine", m, "--workload", w, "--duration", "0.05", "--json"]);
+            let (code, out, err) = hetsched(&[
+                "simulate",
+                "--machine",
+                m,
+                "--workload",
+                w,
+                "--duration",
+                "0.05",
+                "--json",
+            ]);
             assert_eq!(code, 0, "{m} {w}: {err}");
             let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{m} {w}: {e}"));
             assert_eq!(v["machine"], m.as_str());
@@ -67,8 +102,12 @@ fn out_writes_a_report_with_charts() {
     let (code, _, err) = hetsched(&["simulate", "--out", dir.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
-    assert!(html.contains("<svg") && html.contains("core 7") && html.contains("mcf-like"), "Gantt and bars");
-    let json: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert!(
+        html.contains("<svg") && html.contains("core 7") && html.contains("mcf-like"),
+        "Gantt and bars"
+    );
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(json["machine"], "amps-smp");
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -76,9 +115,15 @@ fn out_writes_a_report_with_charts() {
 #[test]
 fn bad_input_exits_2_naming_it() {
     for (args, needle) in [
-        (vec!["simulate", "--policy", "nope"], "--policy \"nope\": unknown policy"),
+        (
+            vec!["simulate", "--policy", "nope"],
+            "--policy \"nope\": unknown policy",
+        ),
         (vec!["simulate", "--machine", "nope"], "--machine \"nope\""),
-        (vec!["simulate", "--workload", "nope"], "--workload \"nope\""),
+        (
+            vec!["simulate", "--workload", "nope"],
+            "--workload \"nope\"",
+        ),
         (vec!["simulate", "--seeds", "0"], "--seeds 0"),
         (vec!["simulate", "--duration", "-1"], "--duration -1"),
         (vec!["simulate", "--quantum-ms", "0"], "--quantum-ms 0"),
@@ -95,6 +140,9 @@ fn bad_input_exits_2_naming_it() {
     std::fs::write(&f, "name = \"w\"\n[[apps]]\nname = \"a\"\n[[apps.threads]]\n[[apps.threads.phases]]\ninstructions = -5\ncpi = 1.0\n").unwrap();
     let (code, _, err) = hetsched(&["simulate", "--workload", f.to_str().unwrap()]);
     assert_eq!(code, 2);
-    assert!(err.contains("w.toml: apps[0].threads[0].phases[0].instructions: must be positive, got -5"), "{err}");
+    assert!(
+        err.contains("w.toml: apps[0].threads[0].phases[0].instructions: must be positive, got -5"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

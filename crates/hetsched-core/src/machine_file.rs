@@ -83,18 +83,30 @@ fn yes() -> bool {
     true
 }
 
+/// A size in an input file: a number of bytes or text such as `"16 KiB"`.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-enum Size {
+pub enum SizeField {
     Bytes(i64),
     Text(String),
+}
+
+impl SizeField {
+    /// The size in bytes, or what is wrong with it.
+    pub fn bytes(&self) -> Result<u64, String> {
+        match self {
+            SizeField::Bytes(b) if *b >= 0 => Ok(*b as u64),
+            SizeField::Bytes(b) => Err(format!("must not be negative, got {b}")),
+            SizeField::Text(t) => parse_size(t),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileCache {
     level: i64,
-    size: Size,
+    size: SizeField,
     assoc: i64,
     #[serde(default = "default_line")]
     line_bytes: i64,
@@ -112,7 +124,7 @@ struct FileNode {
     cpus: String,
     distance: Vec<i64>,
     latency_ns: Option<Vec<f64>>,
-    memory: Option<Size>,
+    memory: Option<SizeField>,
 }
 
 /// Parse a byte size: a number of bytes, or text such as `16 KiB`, `48K`, `2MB`, `1 GiB` (binary
@@ -139,12 +151,8 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
-fn size_bytes(field: &str, s: &Size) -> Result<u64, (String, String)> {
-    match s {
-        Size::Bytes(b) if *b >= 0 => Ok(*b as u64),
-        Size::Bytes(b) => Err((field.into(), format!("must not be negative, got {b}"))),
-        Size::Text(t) => parse_size(t).map_err(|m| (field.into(), m)),
-    }
+fn size_bytes(field: &str, s: &SizeField) -> Result<u64, (String, String)> {
+    s.bytes().map_err(|m| (field.into(), m))
 }
 
 fn cpus(field: &str, text: &str) -> Result<CpuSet, (String, String)> {

@@ -14,13 +14,23 @@ fn bench(c: &mut Criterion) {
     let smp = machine_preset("amps-smp").unwrap().unwrap();
     let mixed = workload_preset("mixed-default", &smp).unwrap().unwrap();
     g.bench_function("amps-smp/mixed-default", |b| {
-        b.iter(|| simulate(&smp, &mixed, policy_by_name("linux-default").unwrap(), SimConfig::default()))
+        b.iter(|| {
+            simulate(
+                &smp,
+                &mixed,
+                policy_by_name("linux-default").unwrap(),
+                SimConfig::default(),
+            )
+        })
     });
     let big = machine_preset("scale-1024").unwrap().unwrap();
     let scale = workload_preset("scale-16k", &big).unwrap().unwrap();
     g.bench_function("scale-1024/scale-16k/1s", |b| {
         b.iter(|| {
-            let cfg = SimConfig { duration_ns: 1_000_000_000, ..Default::default() };
+            let cfg = SimConfig {
+                duration_ns: 1_000_000_000,
+                ..Default::default()
+            };
             simulate(&big, &scale, policy_by_name("linux-default").unwrap(), cfg)
         })
     });

@@ -1113,23 +1113,7 @@ impl<'a> Simulation<'a> {
             }
             if self.cores[c].queue.is_empty() && !notified.contains(CoreId(c as u32)) {
                 notified.insert(CoreId(c as u32));
-                let mut out = std::mem::take(&mut self.placements);
-                out.clear();
-                let t0 = Instant::now();
-                {
-                    let view = View {
-                        now_ns: self.now,
-                        topology: self.topo,
-                        threads: &self.obs,
-                        cores: &self.core_obs,
-                    };
-                    self.policy.on_core_idle(&view, CoreId(c as u32), &mut out);
-                }
-                self.policy_time += t0.elapsed();
-                for p in out.drain(..) {
-                    self.apply_placement(p);
-                }
-                self.placements = out;
+                self.with_policy(|p, view, out| p.on_core_idle(view, CoreId(c as u32), out));
             }
             if self.cores[c].current.is_none() {
                 if let Some(t) = self.pick_next(c) {
@@ -1137,6 +1121,27 @@ impl<'a> Simulation<'a> {
                 }
             }
         }
+    }
+
+    /// Call the policy with a view of now, time it, and apply the placements it answers.
+    fn with_policy(&mut self, call: impl FnOnce(&mut dyn Policy, &View<'_>, &mut Vec<Placement>)) {
+        let mut out = std::mem::take(&mut self.placements);
+        out.clear();
+        let t0 = Instant::now();
+        {
+            let view = View {
+                now_ns: self.now,
+                topology: self.topo,
+                threads: &self.obs,
+                cores: &self.core_obs,
+            };
+            call(self.policy.as_mut(), &view, &mut out);
+        }
+        self.policy_time += t0.elapsed();
+        for p in out.drain(..) {
+            self.apply_placement(p);
+        }
+        self.placements = out;
     }
 
     /// Remove the queued thread with the least virtual runtime (ties: lowest id).
@@ -1274,23 +1279,7 @@ impl<'a> Simulation<'a> {
         if self.now >= self.next_policy_ns {
             let period = self.policy.rebalance_period_ns().max(self.cfg.quantum_ns);
             self.next_policy_ns = self.now.saturating_add(period);
-            let mut out = std::mem::take(&mut self.placements);
-            out.clear();
-            let t0 = Instant::now();
-            {
-                let view = View {
-                    now_ns: self.now,
-                    topology: self.topo,
-                    threads: &self.obs,
-                    cores: &self.core_obs,
-                };
-                self.policy.rebalance(&view, &mut out);
-            }
-            self.policy_time += t0.elapsed();
-            for p in out.drain(..) {
-                self.apply_placement(p);
-            }
-            self.placements = out;
+            self.with_policy(|p, view, out| p.rebalance(view, out));
         }
     }
 

@@ -5,7 +5,7 @@
 //! `"cores/2"`), as the papers size their runs ("number of OpenMP threads equal to the number of
 //! cores", AMPS Table 2), so a workload is resolved against a topology by [`Workload::resolve`].
 
-use hetsched_core::machine_file::parse_size;
+use hetsched_core::machine_file::SizeField;
 use hetsched_core::{InputError, Topology};
 use serde::Deserialize;
 
@@ -220,13 +220,6 @@ enum Count {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Size {
-    Bytes(i64),
-    Text(String),
-}
-
-#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileApp {
     name: String,
@@ -237,7 +230,7 @@ struct FileApp {
     restart: bool,
     runs: Option<i64>,
     #[serde(default)]
-    data_fragments: Vec<Size>,
+    data_fragments: Vec<SizeField>,
     threads: Vec<FileThreads>,
 }
 
@@ -254,7 +247,7 @@ struct FileThreads {
 struct FileMiss {
     max: f64,
     min: f64,
-    ws: Size,
+    ws: SizeField,
 }
 
 #[derive(Debug, Deserialize)]
@@ -270,7 +263,7 @@ struct FilePhase {
     df: Option<i64>,
     #[serde(default)]
     df_writes: bool,
-    alloc: Option<Size>,
+    alloc: Option<SizeField>,
     #[serde(default)]
     barrier: bool,
     sleep_ms: Option<f64>,
@@ -306,12 +299,8 @@ pub fn eval_count(expr: &str, cores: usize) -> Result<i64, String> {
     }
 }
 
-fn size_of(s: &Size) -> Result<u64, String> {
-    match s {
-        Size::Bytes(b) if *b >= 0 => Ok(*b as u64),
-        Size::Bytes(b) => Err(format!("must not be negative, got {b}")),
-        Size::Text(t) => parse_size(t),
-    }
+fn size_of(s: &SizeField) -> Result<u64, String> {
+    s.bytes()
 }
 
 fn count_of(c: &Option<Count>, cores: usize, default: i64) -> Result<i64, String> {
