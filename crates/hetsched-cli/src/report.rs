@@ -197,7 +197,16 @@ pub fn simulate_report(doc: &SimulateJson, topo: &Topology) -> String {
         }
     }
     if topo.num_cores() <= GANTT_MAX_CORES {
-        html.push_str("<h2>Gantt charts (first seed)</h2>");
+        html.push_str("<h2>Gantt charts (first seed)</h2><p>");
+        for app in &doc.baseline.apps {
+            let _ = write!(
+                html,
+                r#"<span style="display:inline-block;width:12px;height:12px;background:{};margin:0 4px 0 12px"></span>{}"#,
+                color(&app.name),
+                esc(&app.name)
+            );
+        }
+        html.push_str("</p>");
         for (pi, _) in doc.results.iter().enumerate() {
             html.push_str(&gantt(doc, pi * doc.seeds, topo.num_cores()));
         }
