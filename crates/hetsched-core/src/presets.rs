@@ -38,6 +38,7 @@ pub const MACHINE_PRESETS: &[(&str, &str)] = &[
         "amd-dual-ccd-vcache",
         include_str!("../presets/amd-dual-ccd-vcache.toml"),
     ),
+    ("scale-512", include_str!("../presets/scale-512.toml")),
     ("scale-1024", include_str!("../presets/scale-1024.toml")),
 ];
 

@@ -44,6 +44,7 @@ pub const WORKLOAD_PRESETS: &[(&str, &str)] = &[
     ("twolf-like", include_str!("../presets/twolf-like.toml")),
     ("vortex-like", include_str!("../presets/vortex-like.toml")),
     ("wupwise-like", include_str!("../presets/wupwise-like.toml")),
+    ("scale-8k", include_str!("../presets/scale-8k.toml")),
     ("scale-16k", include_str!("../presets/scale-16k.toml")),
 ];
 
@@ -85,7 +86,9 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{e}"));
                 assert_eq!(w.name, *name);
                 assert!(
-                    name.ends_with("-like") || *name == "mixed-default" || *name == "scale-16k"
+                    name.ends_with("-like")
+                        || *name == "mixed-default"
+                        || name.starts_with("scale-")
                 );
             }
         }
@@ -96,5 +99,13 @@ mod tests {
         let topo = machine_preset("scale-1024").unwrap().unwrap();
         let w = workload_preset("scale-16k", &topo).unwrap().unwrap();
         assert_eq!(w.peak_threads(), 16_384);
+        let half = machine_preset("scale-512").unwrap().unwrap();
+        assert_eq!(
+            workload_preset("scale-8k", &half)
+                .unwrap()
+                .unwrap()
+                .peak_threads(),
+            8_192
+        );
     }
 }
