@@ -1,19 +1,9 @@
 //! `hetsched simulate` and `hetsched workloads` as a user runs them.
 
 use serde_json::Value;
-use std::process::Command;
+mod common;
 
-fn hetsched(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hetsched"))
-        .args(args)
-        .output()
-        .expect("run hetsched");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::hetsched;
 
 #[test]
 fn no_arguments_runs_the_default_scenario_and_prints_a_table() {

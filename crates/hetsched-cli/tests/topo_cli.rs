@@ -2,19 +2,9 @@
 //! papers' numbers in the JSON.
 
 use serde_json::Value;
-use std::process::Command;
+mod common;
 
-fn hetsched(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hetsched"))
-        .args(args)
-        .output()
-        .expect("run hetsched");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::hetsched;
 
 fn topo_json(machine: &str) -> Value {
     let (code, out, err) = hetsched(&["topo", "--machine", machine, "--json"]);

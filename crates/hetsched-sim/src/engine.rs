@@ -547,17 +547,8 @@ impl<'a> Simulation<'a> {
                 });
                 self.apps[app_idx].live += 1;
                 // The policy may restrict the thread before it first runs.
-                let t0 = Instant::now();
-                let placed = {
-                    let view = View {
-                        now_ns: self.now,
-                        topology: self.topo,
-                        threads: &self.obs,
-                        cores: &self.core_obs,
-                    };
-                    self.policy.on_thread_start(&view, ThreadId(id as u32))
-                };
-                self.policy_time += t0.elapsed();
+                let placed =
+                    self.call_policy(|p, view| p.on_thread_start(view, ThreadId(id as u32)));
                 if let Some(set) = placed {
                     let allowed = set.intersection(&self.obs[id].user_allowed);
                     if allowed.is_empty() {
@@ -691,17 +682,7 @@ impl<'a> Simulation<'a> {
     fn finish_exit(&mut self, t: usize) {
         self.obs[t].state = ThreadState::Exited;
         self.threads[t].end_ns = Some(self.now);
-        let t0 = Instant::now();
-        {
-            let view = View {
-                now_ns: self.now,
-                topology: self.topo,
-                threads: &self.obs,
-                cores: &self.core_obs,
-            };
-            self.policy.on_thread_exit(&view, ThreadId(t as u32));
-        }
-        self.policy_time += t0.elapsed();
+        self.call_policy(|p, view| p.on_thread_exit(view, ThreadId(t as u32)));
         let a = self.threads[t].app;
         self.apps[a].live -= 1;
         if self.apps[a].live > 0
@@ -1123,21 +1104,25 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    /// Call the policy with a view of now, time it, and apply the placements it answers.
+    /// Call the policy with a view of now, adding the time it takes to the policy's CPU time.
+    fn call_policy<R>(&mut self, call: impl FnOnce(&mut dyn Policy, &View<'_>) -> R) -> R {
+        let t0 = Instant::now();
+        let view = View {
+            now_ns: self.now,
+            topology: self.topo,
+            threads: &self.obs,
+            cores: &self.core_obs,
+        };
+        let r = call(self.policy.as_mut(), &view);
+        self.policy_time += t0.elapsed();
+        r
+    }
+
+    /// Call the policy, then apply the placements it answers.
     fn with_policy(&mut self, call: impl FnOnce(&mut dyn Policy, &View<'_>, &mut Vec<Placement>)) {
         let mut out = std::mem::take(&mut self.placements);
         out.clear();
-        let t0 = Instant::now();
-        {
-            let view = View {
-                now_ns: self.now,
-                topology: self.topo,
-                threads: &self.obs,
-                cores: &self.core_obs,
-            };
-            call(self.policy.as_mut(), &view, &mut out);
-        }
-        self.policy_time += t0.elapsed();
+        self.call_policy(|p, view| call(p, view, &mut out));
         for p in out.drain(..) {
             self.apply_placement(p);
         }
