@@ -109,9 +109,9 @@ pub fn place_wake(sim: &mut Simulation<'_>, t: usize) -> usize {
 fn movable(sim: &Simulation<'_>, from: usize, to: usize) -> Option<usize> {
     sim.cores[from]
         .queue
-        .iter()
+        .threads()
         .rev()
-        .map(|&(_, t)| t as usize)
+        .map(|t| t as usize)
         .find(|&t| sim.obs[t].allowed.contains(CoreId(to as u32)))
 }
 

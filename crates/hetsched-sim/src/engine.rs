@@ -2,11 +2,11 @@
 //!
 //! Time is in integer nanoseconds. Two kinds of things happen:
 //!
-//! 1. **Ticks**, every `quantum_ns` on every core at once (a timer interrupt at HZ): each core bills
-//!    its running thread up to now, the baseline balancer runs on its period, each core preempts
-//!    its thread if a queued thread has less virtual runtime (CFS-like), rates are recomputed from
-//!    the current contention (LLC footprints, FPU mates, page placement), and the policy's
-//!    `rebalance` runs on its period.
+//! 1. **Ticks**, every `quantum_ns` on every core at once (a timer interrupt at HZ): core by core,
+//!    the running thread is billed up to now and preempted if a queued thread has less virtual
+//!    runtime (CFS-like), and the rate is recomputed from the current contention (LLC footprints,
+//!    FPU mates, page placement); then the baseline balancer and the policy's `rebalance` run,
+//!    each on its period.
 //! 2. **Events** between ticks, from a priority queue ordered by (time, insertion sequence) so that
 //!    same-time events keep one order (STYLE.md habit 6): a phase ends, a sleeper wakes, an app
 //!    arrives. A core's phase-end event is only pushed when it falls before the next tick; a
@@ -27,6 +27,7 @@
 use crate::baseline::{self, BalanceStats};
 use crate::metrics::{AppResult, EngineStats, GanttSegment, RunResult};
 use crate::perf::{self, CONTEXT_SWITCH_NS};
+use crate::runqueue::RunQueue;
 use crate::workload::{Phase, PhaseEnd, Workload};
 use hetsched_core::rng::SeededRng;
 use hetsched_core::{
@@ -73,8 +74,8 @@ pub const MIN_GRANULARITY_NS: u64 = 750_000;
 /// small domain is a few ms; 2 ticks of 4 ms is 8 ms).
 pub const BALANCE_TICKS: u64 = 2;
 
-/// `SimCore::queue_min` of an empty queue.
-const EMPTY_QUEUE_MIN: (f64, u32) = (f64::MAX, u32::MAX);
+/// How many cores ahead the tick's billing loop prefetches thread state.
+const PREFETCH_AHEAD: usize = 4;
 
 /// Most Gantt segments kept; later ones are dropped (the report says so).
 pub const GANTT_MAX_SEGMENTS: usize = 200_000;
@@ -90,12 +91,14 @@ enum Event {
 /// one cache line: with 16,384 threads, a cache miss per field is what the engine's speed is made of.
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
-pub(crate) struct SimThread<'a> {
-    /// The current phase.
-    cur: &'a Phase,
+pub(crate) struct SimThread {
+    /// The current phase: an index into `Simulation::phases`.
+    cur: u32,
     remaining: f64,
     penalty_ns: f64,
-    pub(crate) vruntime: f64,
+    /// Virtual runtime, integer ns (billing is in whole ns, so integers are exact and compare
+    /// fast in the queue scans).
+    pub(crate) vruntime: i64,
     warm_fill: f64,
     ideal_ns: f64,
     total_bytes: f64,
@@ -106,7 +109,7 @@ pub(crate) struct SimThread<'a> {
     phase: usize,
     iter: u32,
     /// vruntime minus the core's min_vruntime when it left a queue (CFS normalisation).
-    lag: f64,
+    lag: i64,
     last_core: Option<CoreId>,
     bytes_per_node: Vec<f64>,
     start_ns: u64,
@@ -117,8 +120,8 @@ pub(crate) struct SimThread<'a> {
 #[derive(Clone, Debug)]
 pub(crate) struct SimCore {
     pub(crate) current: Option<u32>,
-    /// Queued threads with their vruntime (fixed while queued), contiguous for fast scans.
-    pub(crate) queue: Vec<(f64, u32)>,
+    /// Queued threads with their vruntime (fixed while queued).
+    pub(crate) queue: RunQueue,
     ns_per_instr: f64,
     cur_mpki: f64,
     cur_fpu_slow: f64,
@@ -136,15 +139,25 @@ pub(crate) struct SimCore {
     last_bill: u64,
     dispatched_at: u64,
     gen: u64,
-    pub(crate) min_vruntime: f64,
-    /// The queued thread with the least (vruntime, id), or `EMPTY_QUEUE_MIN`.
-    queue_min: (f64, u32),
+    pub(crate) min_vruntime: i64,
     last_thread: Option<u32>,
     llc: Option<usize>,
     node: usize,
     eff_ghz: f64,
     cpi_factor: f64,
     fpu_mates: Vec<CoreId>,
+}
+
+/// A workload phase with the values the hot path would otherwise recompute at every dispatch.
+#[derive(Clone, Copy, Debug)]
+struct PhaseInfo<'a> {
+    phase: &'a Phase,
+    /// Time per instruction alone on the fastest core (fairness metric).
+    ideal_ns_per_instr: f64,
+    /// LLC references per kilo-instruction (the miss curve's value at the smallest cache).
+    refs_pki: f64,
+    /// The phase's working set, bytes.
+    ws_bytes: f64,
 }
 
 #[derive(Clone, Debug)]
@@ -192,7 +205,11 @@ pub struct Simulation<'a> {
     next_policy_ns: u64,
     heap: BinaryHeap<Reverse<(u64, u64, Event)>>,
     seq: u64,
-    pub(crate) threads: Vec<SimThread<'a>>,
+    pub(crate) threads: Vec<SimThread>,
+    /// Every phase of the workload, flattened: spec by spec, group by group.
+    phases: Vec<PhaseInfo<'a>>,
+    /// Per spec, per thread group: the index of its first phase in `phases`.
+    phase_base: Vec<Vec<u32>>,
     pub(crate) obs: Vec<ThreadObs>,
     pub(crate) cores: Vec<SimCore>,
     pub(crate) core_obs: Vec<CoreObs>,
@@ -219,7 +236,6 @@ pub struct Simulation<'a> {
     gantt: Vec<GanttSegment>,
     gantt_dropped: u64,
     balance: BalanceStats,
-    best: BestCore,
 }
 
 /// The fastest core's parameters, for the fairness metric's "alone on the best core" time.
@@ -262,7 +278,7 @@ impl<'a> Simulation<'a> {
                 };
                 SimCore {
                     current: None,
-                    queue: Vec::new(),
+                    queue: RunQueue::new(),
                     ns_per_instr: 1.0,
                     cur_mpki: 0.0,
                     cur_fpu_slow: 1.0,
@@ -275,8 +291,7 @@ impl<'a> Simulation<'a> {
                     last_bill: 0,
                     dispatched_at: 0,
                     gen: 0,
-                    min_vruntime: 0.0,
-                    queue_min: EMPTY_QUEUE_MIN,
+                    min_vruntime: 0,
                     last_thread: None,
                     llc: c.llc.map(|l| l.index()),
                     node: c.node.index(),
@@ -313,6 +328,21 @@ impl<'a> Simulation<'a> {
                 .fold(f64::MAX, f64::min),
         };
         let latency = topo.nodes().iter().map(|n| n.latency_ns.clone()).collect();
+        let mut phases = Vec::new();
+        let mut phase_base = Vec::with_capacity(workload.apps.len());
+        for spec in &workload.apps {
+            let mut bases = Vec::with_capacity(spec.threads.len());
+            for group in &spec.threads {
+                bases.push(phases.len() as u32);
+                phases.extend(group.phases.iter().map(|phase| PhaseInfo {
+                    phase,
+                    ideal_ns_per_instr: ideal_ns_per_instr(phase, &best),
+                    refs_pki: phase.miss.mpki_smallest(),
+                    ws_bytes: phase.miss.working_set_bytes() as f64,
+                }));
+            }
+            phase_base.push(bases);
+        }
         let n = topo.num_cores();
         let mut sim = Simulation {
             topo,
@@ -326,6 +356,8 @@ impl<'a> Simulation<'a> {
             heap: BinaryHeap::new(),
             seq: 0,
             threads: Vec::new(),
+            phases,
+            phase_base,
             obs: Vec::new(),
             cores,
             core_obs: vec![CoreObs::default(); n],
@@ -348,7 +380,6 @@ impl<'a> Simulation<'a> {
             gantt: Vec::new(),
             gantt_dropped: 0,
             balance: BalanceStats::default(),
-            best,
             cfg,
         };
         sim.next_policy_ns = sim.policy.rebalance_period_ns();
@@ -373,7 +404,12 @@ impl<'a> Simulation<'a> {
 
     #[inline]
     fn phase_of(&self, t: usize) -> &'a Phase {
-        self.threads[t].cur
+        self.phases[self.threads[t].cur as usize].phase
+    }
+
+    #[inline]
+    fn phase_info(&self, t: usize) -> &PhaseInfo<'a> {
+        &self.phases[self.threads[t].cur as usize]
     }
 
     fn all_done(&self) -> bool {
@@ -514,15 +550,15 @@ impl<'a> Simulation<'a> {
             for _ in 0..group.count {
                 let id = self.threads.len();
                 self.threads.push(SimThread {
-                    cur: &group.phases[0],
+                    cur: self.phase_base[spec_idx][g],
                     app: app_idx,
                     group: g,
                     phase: 0,
                     iter: 0,
                     remaining: group.phases[0].instructions,
                     penalty_ns: 0.0,
-                    vruntime: 0.0,
-                    lag: 0.0,
+                    vruntime: 0,
+                    lag: 0,
                     last_core: None,
                     warm_llc: None,
                     warm_fill: 0.0,
@@ -565,8 +601,10 @@ impl<'a> Simulation<'a> {
 
     fn finish_phase(&mut self, t: usize, c: usize) {
         let phase = self.phase_of(t);
-        let spec = &self.workload.apps[self.apps[self.threads[t].app].spec];
-        let group = &spec.threads[self.threads[t].group];
+        let spec_idx = self.apps[self.threads[t].app].spec;
+        let group_idx = self.threads[t].group;
+        let group = &self.workload.apps[spec_idx].threads[group_idx];
+        let base = self.phase_base[spec_idx][group_idx];
         // Advance the phase pointer.
         let th = &mut self.threads[t];
         let mut last = false;
@@ -585,7 +623,7 @@ impl<'a> Simulation<'a> {
                 break;
             }
         }
-        th.cur = &group.phases[th.phase];
+        th.cur = base + th.phase as u32;
         match (&phase.end, last) {
             (PhaseEnd::Barrier, _) => {
                 self.threads[t].exit_after_barrier = last;
@@ -619,7 +657,7 @@ impl<'a> Simulation<'a> {
         self.refresh_phase_cache(c, t);
         // Footprint change on the LLC.
         if let Some(l) = self.cores[c].llc {
-            let ws = (phase.miss.working_set_bytes() as f64).min(self.llcs[l].capacity);
+            let ws = self.phase_info(t).ws_bytes.min(self.llcs[l].capacity);
             self.llcs[l].sum_ws += ws - self.cores[c].cur_ws;
             self.cores[c].cur_ws = ws;
         }
@@ -735,15 +773,12 @@ impl<'a> Simulation<'a> {
         self.threads[t].last_core = Some(core);
         // CFS: a thread joins at the queue's min_vruntime plus its lag, with at most one quantum
         // of credit for having slept.
-        let lag = self.threads[t].lag.max(-(self.cfg.quantum_ns as f64));
+        let lag = self.threads[t].lag.max(-(self.cfg.quantum_ns as i64));
         self.threads[t].vruntime = self.cores[c].min_vruntime + lag;
         self.obs[t].state = ThreadState::Runnable;
         self.obs[t].cpu = Some(core);
         let vr = self.threads[t].vruntime;
-        self.cores[c].queue.push((vr, t as u32));
-        if (vr, t as u32) < self.cores[c].queue_min {
-            self.cores[c].queue_min = (vr, t as u32);
-        }
+        self.cores[c].queue.push(vr, t as u32);
         self.core_obs[c].runnable += 1;
         if self.cores[c].current.is_none() {
             self.need_pick.push(c as u32);
@@ -755,13 +790,7 @@ impl<'a> Simulation<'a> {
 
     /// Take a queued (not running) thread off its core's queue.
     pub(crate) fn dequeue_waiting(&mut self, t: usize, c: usize) {
-        if let Some(pos) = self.cores[c]
-            .queue
-            .iter()
-            .position(|&(_, x)| x as usize == t)
-        {
-            self.cores[c].queue.swap_remove(pos);
-            self.refresh_queue_min(c);
+        if self.cores[c].queue.remove(t as u32).is_some() {
             self.core_obs[c].runnable -= 1;
             self.threads[t].lag = self.threads[t].vruntime - self.cores[c].min_vruntime;
         }
@@ -786,7 +815,7 @@ impl<'a> Simulation<'a> {
         self.refresh_phase_cache(c, t);
         if let Some(l) = self.cores[c].llc {
             let cap = self.llcs[l].capacity;
-            let ws = (phase.miss.working_set_bytes() as f64).min(cap);
+            let ws = self.phase_info(t).ws_bytes.min(cap);
             let surviving = if self.threads[t].warm_llc == Some(l as u32) {
                 ws.min((cap - (self.llcs[l].fill - self.threads[t].warm_fill)).max(0.0))
             } else {
@@ -808,14 +837,14 @@ impl<'a> Simulation<'a> {
 
     /// Per-phase values the hot path reads from the core rather than recomputing.
     fn refresh_phase_cache(&mut self, c: usize, t: usize) {
-        let phase = self.phase_of(t);
+        let info = *self.phase_info(t);
         let lat = self.mem_latency(t, c);
         let core = &mut self.cores[c];
         core.cur_lat = lat;
         core.cur_share = f64::NAN;
-        core.cur_ideal = ideal_ns_per_instr(phase, &self.best);
-        core.cur_refs_pki = phase.miss.mpki_smallest();
-        core.cur_df = phase.data_fragment;
+        core.cur_ideal = info.ideal_ns_per_instr;
+        core.cur_refs_pki = info.refs_pki;
+        core.cur_df = info.phase.data_fragment;
     }
 
     /// Record `bytes` brought into LLC `l` on behalf of thread `t`.
@@ -961,7 +990,7 @@ impl<'a> Simulation<'a> {
         th.penalty_ns -= pen;
         let instr = ((dt - pen) / ns_per_instr).min(th.remaining);
         th.remaining -= instr;
-        th.vruntime += dt;
+        th.vruntime += dt as i64;
         th.ideal_ns += instr * ideal;
         let cnt = &mut self.obs[t].counters;
         cnt.cycles += dt * eff_ghz;
@@ -990,7 +1019,9 @@ impl<'a> Simulation<'a> {
             self.obs[t].resident_bytes[node] = self.threads[t].bytes_per_node[node] as u64;
         }
         // min_vruntime: the smallest of the running and queued threads, never decreasing.
-        let m = self.threads[t].vruntime.min(self.cores[c].queue_min.0);
+        let m = self.threads[t]
+            .vruntime
+            .min(self.cores[c].queue.min_vruntime());
         if m > self.cores[c].min_vruntime {
             self.cores[c].min_vruntime = m;
         }
@@ -1044,7 +1075,7 @@ impl<'a> Simulation<'a> {
         core.gen += 1;
         let th = &self.threads[t];
         // Integer time plus at least 1 ns: f64 sums at 1e10 ns cannot resolve sub-ns rests.
-        let end = self.now + ((th.penalty_ns + th.remaining * ns).ceil() as u64).max(1);
+        let end = self.now + ceil_ns(th.penalty_ns + th.remaining * ns).max(1);
         if end <= self.next_tick {
             let gen = core.gen;
             self.push(
@@ -1131,40 +1162,7 @@ impl<'a> Simulation<'a> {
 
     /// Remove the queued thread with the least virtual runtime (ties: lowest id).
     fn pick_next(&mut self, c: usize) -> Option<usize> {
-        // One pass finds the least and the second least (the queue's new minimum).
-        let q = &self.cores[c].queue;
-        let mut best: Option<(usize, (f64, u32))> = None;
-        let mut second = EMPTY_QUEUE_MIN;
-        for (i, &e) in q.iter().enumerate() {
-            match best {
-                Some((_, b)) if e >= b => {
-                    if e < second {
-                        second = e;
-                    }
-                }
-                Some((_, b)) => {
-                    if b < second {
-                        second = b;
-                    }
-                    best = Some((i, e));
-                }
-                None => best = Some((i, e)),
-            }
-        }
-        let (pos, (_, t)) = best?;
-        self.cores[c].queue.swap_remove(pos);
-        self.cores[c].queue_min = second;
-        Some(t as usize)
-    }
-
-    fn refresh_queue_min(&mut self, c: usize) {
-        let mut m = EMPTY_QUEUE_MIN;
-        for &e in &self.cores[c].queue {
-            if e < m {
-                m = e;
-            }
-        }
-        self.cores[c].queue_min = m;
+        self.cores[c].queue.pop_first().map(|t| t as usize)
     }
 
     /// Apply a policy placement: restrict the thread, moving it if it is outside its new set.
@@ -1217,49 +1215,48 @@ impl<'a> Simulation<'a> {
 
     fn tick(&mut self) {
         self.tick_no += 1;
-        for c in 0..self.cores.len() {
-            if self.cores[c].current.is_some() {
-                self.bill(c);
-                self.events += 1;
+        let n = self.cores.len();
+        for c in 0..n {
+            // A few cores ahead, fetch the thread state this loop will touch there: the running
+            // thread (billed) and the first queued one (dispatched if it preempts). With 16k
+            // threads, cache misses are what the engine's speed is made of.
+            if let Some(ahead) = self.cores.get(c + PREFETCH_AHEAD) {
+                if let Some(t) = ahead.current {
+                    prefetch(&self.threads[t as usize]);
+                    prefetch(&self.obs[t as usize].counters);
+                }
+                if let Some((_, t)) = ahead.queue.first() {
+                    prefetch(&self.threads[t as usize]);
+                    prefetch(&self.obs[t as usize].counters);
+                    prefetch(&self.obs[t as usize].state);
+                }
             }
-            // The thread this core will most likely switch to: fetch its state now, so the
-            // dispatch pass below finds it in cache (with 16k threads, misses dominate).
-            let next = self.cores[c].queue_min.1;
-            if next != u32::MAX {
-                prefetch(&self.threads[next as usize]);
-                prefetch(&self.obs[next as usize].counters);
-                prefetch(&self.obs[next as usize].state);
-            }
-        }
-        if self.tick_no % BALANCE_TICKS == 0 {
-            baseline::periodic_balance(self);
-        }
-        for c in 0..self.cores.len() {
             let Some(cur) = self.cores[c].current else {
                 continue;
             };
             let cur = cur as usize;
+            self.bill(c);
+            self.events += 1;
             if !self.cores[c].queue.is_empty()
                 && self.now - self.cores[c].dispatched_at >= MIN_GRANULARITY_NS
+                && self.cores[c].queue.min_vruntime() < self.threads[cur].vruntime
             {
-                if self.cores[c].queue_min.0 < self.threads[cur].vruntime {
-                    // Preempt: back to the same queue, keeping its vruntime.
-                    self.undispatch(c);
-                    self.obs[cur].state = ThreadState::Runnable;
-                    let vr = self.threads[cur].vruntime;
-                    self.cores[c].queue.push((vr, cur as u32));
-                    if (vr, cur as u32) < self.cores[c].queue_min {
-                        self.cores[c].queue_min = (vr, cur as u32);
-                    }
-                    self.core_obs[c].runnable += 1;
-                    self.queued_behind = true;
-                    if let Some(t) = self.pick_next(c) {
-                        self.dispatch(c, t);
-                    }
-                    continue;
+                // Preempt: back to the same queue, keeping its vruntime.
+                self.undispatch(c);
+                self.obs[cur].state = ThreadState::Runnable;
+                let vr = self.threads[cur].vruntime;
+                self.cores[c].queue.push(vr, cur as u32);
+                self.core_obs[c].runnable += 1;
+                self.queued_behind = true;
+                if let Some(t) = self.pick_next(c) {
+                    self.dispatch(c, t);
                 }
+                continue;
             }
             self.set_rate(c);
+        }
+        if self.tick_no % BALANCE_TICKS == 0 {
+            baseline::periodic_balance(self);
         }
         if self.now >= self.next_policy_ns {
             let period = self.policy.rebalance_period_ns().max(self.cfg.quantum_ns);
@@ -1282,7 +1279,7 @@ impl<'a> Simulation<'a> {
                 assert_eq!(self.obs[t as usize].state, ThreadState::Running);
                 assert_eq!(self.obs[t as usize].cpu, Some(CoreId(c as u32)));
             }
-            for &(_, t) in &core.queue {
+            for t in core.queue.threads() {
                 seen[t as usize] += 1;
                 assert_eq!(
                     self.obs[t as usize].state,
@@ -1300,7 +1297,7 @@ impl<'a> Simulation<'a> {
         }
         for c in self.idle.iter() {
             for core in &self.cores {
-                for &(_, t) in &core.queue {
+                for t in core.queue.threads() {
                     assert!(
                         !self.obs[t as usize].allowed.contains(c),
                         "core {c} idle while thread {t} waits and may run there (t={}; idle core runnable {}, queue {:?}; waiting thread's core {:?})",
@@ -1404,6 +1401,13 @@ fn prefetch<T>(r: &T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = r;
+}
+
+/// The least whole number of ns at or above `x` (x >= 0), without a libm call.
+#[inline]
+fn ceil_ns(x: f64) -> u64 {
+    let whole = x as u64;
+    whole + ((whole as f64) < x) as u64
 }
 
 /// Time per instruction of a phase alone on the fastest core with the whole LLC and local memory.

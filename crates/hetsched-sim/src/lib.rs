@@ -7,6 +7,7 @@ pub mod metrics;
 pub mod paper_models;
 pub mod perf;
 pub mod presets;
+mod runqueue;
 pub mod workload;
 
 pub use engine::{SimConfig, Simulation};

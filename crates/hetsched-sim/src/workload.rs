@@ -57,7 +57,7 @@ impl MissCurve {
                 mpki_min,
                 ws_bytes,
             } => {
-                let span = (*ws_bytes as f64 / CURVE_MIN_BYTES as f64).log2();
+                let span = fast_log2(*ws_bytes as f64 / CURVE_MIN_BYTES as f64);
                 if span <= 0.0 || x >= span {
                     *mpki_min
                 } else {
