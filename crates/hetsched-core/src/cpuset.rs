@@ -24,7 +24,7 @@ impl CpuSet {
     /// Every core `0..n`.
     pub fn all(n: usize) -> Self {
         let mut words = vec![u64::MAX; n / 64];
-        if n % 64 != 0 {
+        if !n.is_multiple_of(64) {
             words.push((1u64 << (n % 64)) - 1);
         }
         Self { words }

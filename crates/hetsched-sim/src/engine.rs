@@ -1255,7 +1255,7 @@ impl<'a> Simulation<'a> {
             }
             self.set_rate(c);
         }
-        if self.tick_no % BALANCE_TICKS == 0 {
+        if self.tick_no.is_multiple_of(BALANCE_TICKS) {
             baseline::periodic_balance(self);
         }
         if self.now >= self.next_policy_ns {
