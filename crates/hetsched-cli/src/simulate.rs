@@ -4,7 +4,8 @@ use crate::machine::resolve_machine;
 use crate::topo::{print_named, NamedJson};
 use crate::{bad_input, report};
 use clap::Args;
-use hetsched_core::policies::{policy_by_name, policy_names};
+use hetsched_core::policies::amps::NumaMode;
+use hetsched_core::policies::{policy_by_name, policy_names, policy_with_options, PolicyOptions};
 use hetsched_core::Topology;
 use hetsched_sim::engine::NS_PER_S;
 use hetsched_sim::presets::{workload_names, workload_preset, DEFAULT_WORKLOAD, WORKLOAD_PRESETS};
@@ -33,6 +34,10 @@ pub struct SimulateArgs {
     /// linux-default always runs, for the speedups.
     #[arg(long, value_delimiter = ',')]
     pub policy: Vec<String>,
+    /// AMPS running-thread migration policy: always, same-node or rss (default: rss on NUMA
+    /// machines, always on SMP; AMPS section 2.4.3).
+    #[arg(long)]
+    pub numa: Option<String>,
     /// First seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -62,6 +67,7 @@ struct Plan {
     topology: Topology,
     workload: Workload,
     policies: Vec<String>,
+    options: PolicyOptions,
     seeds: Vec<u64>,
     cfg: SimConfig,
 }
@@ -100,6 +106,13 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
     }
     policies.retain(|p| p != "linux-default");
     policies.insert(0, "linux-default".into());
+    let numa = match &args.numa {
+        None => None,
+        Some(m) => Some(
+            m.parse::<NumaMode>()
+                .map_err(|e| bad_input(format!("--numa {e}")))?,
+        ),
+    };
     if args.seeds == 0 {
         return Err(bad_input("--seeds 0: need at least one seed"));
     }
@@ -138,6 +151,7 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
         topology,
         workload,
         policies,
+        options: PolicyOptions { numa },
         seeds,
         cfg,
     })
@@ -306,7 +320,7 @@ fn run_all(plan: &Plan) -> Vec<RunResult> {
                 let Some(&(i, policy, seed)) = jobs.get(job) else {
                     break;
                 };
-                let Some(p) = policy_by_name(policy) else {
+                let Some(p) = policy_with_options(policy, &plan.options) else {
                     break;
                 };
                 let cfg = SimConfig {

@@ -1,24 +1,49 @@
-//! Every placement policy, registered in one place ([`POLICIES`], [`policy_by_name`]).
+//! Every placement policy, registered in one place ([`POLICIES`], [`policy_by_name`],
+//! [`policy_with_options`]).
 
+pub mod amps;
 pub mod linux_default;
 
 use crate::policy::Policy;
+use amps::NumaMode;
 
 /// (CLI name, one-line description) of every implemented policy, baseline first.
-pub const POLICIES: &[(&str, &str)] = &[(
-    "linux-default",
-    "baseline: no placement; the backend's homogeneous balancer (Linux CFS-like) does everything",
-)];
+pub const POLICIES: &[(&str, &str)] = &[
+    (
+        "linux-default",
+        "baseline: no placement; the backend's homogeneous balancer (Linux CFS-like) does everything",
+    ),
+    (
+        "amps",
+        "AMPS (Li et al., SC'07): load proportional to core power, faster-core-first, NUMA-aware migration (--numa)",
+    ),
+];
+
+/// Settings a user may give policies on the command line; each policy reads the ones it has.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PolicyOptions {
+    /// AMPS running-thread migration policy (`--numa`); `None`: the paper's default for the machine.
+    pub numa: Option<NumaMode>,
+}
 
 /// Names of every implemented policy.
 pub fn policy_names() -> impl Iterator<Item = &'static str> {
     POLICIES.iter().map(|(n, _)| *n)
 }
 
-/// A new policy object by CLI name.
+/// A new policy object by CLI name, with default settings.
 pub fn policy_by_name(name: &str) -> Option<Box<dyn Policy>> {
+    policy_with_options(name, &PolicyOptions::default())
+}
+
+/// A new policy object by CLI name.
+pub fn policy_with_options(name: &str, options: &PolicyOptions) -> Option<Box<dyn Policy>> {
     match name {
         "linux-default" => Some(Box::new(linux_default::LinuxDefault)),
+        "amps" => Some(Box::new(amps::Amps::new(amps::AmpsConfig {
+            numa: options.numa,
+            ..Default::default()
+        }))),
         _ => None,
     }
 }

@@ -1,0 +1,384 @@
+//! `amps`: the AMPS scheduler of Li, Baumberger, Koufaty and Hahn (SC'07; `papers/000_*.txt`),
+//! asymmetry-aware load balancing, faster-core-first scheduling and NUMA-aware migration.
+//!
+//! AMPS replaces the kernel's balancer, so this policy decides every thread's core and pins it
+//! there; within a core the backend time-shares (CFS when live, the simulator's fair queues).
+//!
+//! 1. **Scaled computing power** (section 2.2): `P = 1` for the slowest cores and `F × S` for a core
+//!    `F` times faster, `S = 0.85` (section 3; configurable). [`Topology::scaled_power`].
+//! 2. **Scaled load** `L = n / P`, `n` the core's run-queue length (running thread included); the
+//!    system is balanced when `Lmax − Lmin ≤ 1` ([`scaled_load`], [`is_balanced`]).
+//! 3. **Initial placement** (section 2.3.2): the core with the least *new* scaled load `(n+1)/P`.
+//!    Ties go to the faster core while it stays under-utilised (new `L < 1`), and to the slower one
+//!    from then on. The paper states "if tied, we choose the faster core" and, in the same
+//!    paragraph, walks Figure 2(b) to a fourth thread on a slow core although `4/4 = 1/1`: its
+//!    reason ("otherwise four threads would share the faster core and each would perform similarly
+//!    to running on a slow core") only holds once the fast core is full, so we read the tie rule as
+//!    faster-core-first, which section 2.3 defines for under-utilised cores ([`initial_core`]).
+//! 4. **Dynamic migration** (section 2.3.2): a core of lower scaled load pulls a thread, queued or
+//!    running, even if the source goes idle; never when the destination's scaled load after the
+//!    move, `(n_d+1)/P_d`, would reach the source's before it, `n_s/P_s` (the paper says "greater
+//!    than"; at equality nothing improves and the thread would move back at the next balance, so we
+//!    require strictly less). Among sources of equal scaled load the slower core counts as more
+//!    loaded (section 3), and the least loaded destination pulls first, the faster one on ties:
+//!    an idle fast core pulls at once ([`Policy::on_core_idle`]). Queued threads move before
+//!    running ones (cheaper, section 2.3.3).
+//! 5. **NUMA-aware migration** (section 2.4): a running thread moves only if the NUMA policy allows
+//!    it ([`numa`]: `always`, `same-node`, `rss`).
+//!
+//! Balancing runs at every timer interrupt (section 3: "At each timer interrupt, Linux checks if
+//! load balancing is necessary"), [`AMPS_BALANCE_PERIOD_NS`], and when a core goes idle
+//! (`load_balance_newidle`). Each step strictly lowers `Σ_c Σ_{k≤n_c} k/P_c`, so a balance ends.
+
+pub mod numa;
+
+pub use numa::NumaMode;
+
+use crate::cpuset::CpuSet;
+use crate::ids::{CoreId, ThreadId};
+use crate::observe::{ThreadState, View};
+use crate::policy::{Placement, Policy};
+use crate::topology::{Topology, AMPS_SCALING_FACTOR};
+use numa::AllocationPhase;
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
+
+/// Balance period: one timer interrupt at Linux 2.6's HZ = 250 (AMPS section 3, load balancing
+/// "at each timer interrupt"; the paper's kernel is 2.6.16).
+pub const AMPS_BALANCE_PERIOD_NS: u64 = 4_000_000;
+
+/// Most sources one destination tries before giving up for this balance (threads pinned by the
+/// user elsewhere can make every source useless; this bounds the work).
+const MAX_SOURCES_TRIED: usize = 8;
+
+/// Relative tolerance when comparing scaled loads (they are ratios of small integers and `P`).
+const LOAD_EPS: f64 = 1e-9;
+
+/// AMPS settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AmpsConfig {
+    /// The scaling factor S of section 2.2 (0.85 in section 3).
+    pub scaling: f64,
+    /// The running-thread migration policy; `None`: the paper's default for the machine
+    /// ([`NumaMode::default_for`]).
+    pub numa: Option<NumaMode>,
+}
+
+impl Default for AmpsConfig {
+    fn default() -> Self {
+        Self {
+            scaling: AMPS_SCALING_FACTOR,
+            numa: None,
+        }
+    }
+}
+
+/// Scaled load `L = n / P` (section 2.2).
+pub fn scaled_load(runnable: u32, power: f64) -> f64 {
+    runnable as f64 / power
+}
+
+/// Balanced when `Lmax − Lmin ≤ 1` (section 2.2).
+pub fn is_balanced(loads: impl IntoIterator<Item = f64>) -> bool {
+    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
+    for l in loads {
+        lo = lo.min(l);
+        hi = hi.max(l);
+    }
+    hi <= lo || hi - lo <= 1.0 + LOAD_EPS
+}
+
+/// The core a new thread starts on (section 2.3.2, rule 3 of the module doc): least new scaled load
+/// among `allowed`; ties to the faster core while the new load is below 1, to the slower one after;
+/// then the lower id.
+pub fn initial_core(
+    allowed: &CpuSet,
+    runnable: impl Fn(CoreId) -> u32,
+    power: impl Fn(CoreId) -> f64,
+) -> Option<CoreId> {
+    let mut best: Option<(f64, f64, CoreId)> = None;
+    for c in allowed.iter() {
+        let p = power(c);
+        let l = scaled_load(runnable(c) + 1, p);
+        let better = match best {
+            None => true,
+            Some((bl, bp, _)) => {
+                if l < bl - LOAD_EPS * bl.max(1.0) {
+                    true
+                } else if l > bl + LOAD_EPS * bl.max(1.0) {
+                    false
+                } else if l < 1.0 - LOAD_EPS {
+                    p > bp + LOAD_EPS
+                } else {
+                    p < bp - LOAD_EPS
+                }
+            }
+        };
+        if better {
+            best = Some((l, p, c));
+        }
+    }
+    best.map(|(_, _, c)| c)
+}
+
+/// What the policy knows of the machine, derived once from the topology.
+#[derive(Clone, Debug)]
+struct Machine {
+    power: Vec<f64>,
+    numa: NumaMode,
+}
+
+/// Order key of a core: scaled load ascending, then power descending (at equal load the slower
+/// core counts as more loaded), then id. The first key is the best destination, the last the
+/// busiest source.
+type CoreKey = (u64, Reverse<u64>, u32);
+
+/// The AMPS policy.
+#[derive(Clone, Debug, Default)]
+pub struct Amps {
+    config: AmpsConfig,
+    machine: Option<Machine>,
+    /// Per thread: the allocation-phase heuristic's state (section 2.4.3).
+    alloc: Vec<AllocationPhase>,
+    scratch: Scratch,
+}
+
+/// Per-core state of one balance, reused across calls (no allocation per balance once warm).
+#[derive(Clone, Debug, Default)]
+struct Scratch {
+    runnable: Vec<u32>,
+    queued: Vec<Vec<ThreadId>>,
+    running: Vec<Option<ThreadId>>,
+    failed: Vec<bool>,
+}
+
+impl Scratch {
+    /// Fill from the view: run-queue lengths, queued and running threads per core.
+    fn fill(&mut self, view: &View<'_>) {
+        let n = view.cores.len();
+        self.runnable.clear();
+        self.runnable.extend(view.cores.iter().map(|c| c.runnable));
+        self.queued.resize_with(n, Vec::new);
+        self.queued.iter_mut().for_each(Vec::clear);
+        self.running.clear();
+        self.running.resize(n, None);
+        self.failed.clear();
+        self.failed.resize(n, false);
+        for t in view.threads {
+            let Some(c) = t.cpu else { continue };
+            match t.state {
+                ThreadState::Runnable => self.queued[c.index()].push(t.id),
+                ThreadState::Running => self.running[c.index()] = Some(t.id),
+                _ => {}
+            }
+        }
+    }
+
+    fn load(&self, power: &[f64], c: usize) -> f64 {
+        scaled_load(self.runnable[c], power[c])
+    }
+
+    fn key(&self, power: &[f64], c: usize) -> CoreKey {
+        (
+            self.load(power, c).to_bits(),
+            Reverse(power[c].to_bits()),
+            c as u32,
+        )
+    }
+
+    /// A thread on `src` that may move to `dst`: a queued one first (the most recently queued),
+    /// else the running one if the NUMA policy allows. Returns it and whether it was running.
+    fn movable(
+        &self,
+        view: &View<'_>,
+        numa: NumaMode,
+        alloc: &[AllocationPhase],
+        src: usize,
+        dst: CoreId,
+    ) -> Option<(ThreadId, bool)> {
+        if let Some(&t) = self.queued[src]
+            .iter()
+            .rev()
+            .find(|&&t| view.thread(t).user_allowed.contains(dst))
+        {
+            return Some((t, false));
+        }
+        let t = self.running[src]?;
+        let obs = view.thread(t);
+        let allocating = alloc.get(t.index()).is_some_and(|a| a.allocating());
+        let ok = obs.user_allowed.contains(dst)
+            && numa::running_move_allowed(
+                numa,
+                view.topology,
+                &obs.resident_bytes,
+                allocating,
+                CoreId(src as u32),
+                dst,
+            );
+        ok.then_some((t, true))
+    }
+
+    /// Record the move of `t` from `s` to `d` (the order set is re-keyed by the caller).
+    fn apply(&mut self, t: ThreadId, was_running: bool, s: usize, d: usize) {
+        if was_running {
+            self.running[s] = None;
+        } else {
+            self.queued[s].retain(|&x| x != t);
+        }
+        if self.runnable[d] == 0 {
+            self.running[d] = Some(t);
+        } else {
+            self.queued[d].push(t);
+        }
+        self.runnable[s] -= 1;
+        self.runnable[d] += 1;
+    }
+}
+
+impl Amps {
+    pub fn new(config: AmpsConfig) -> Self {
+        Self {
+            config,
+            ..Default::default()
+        }
+    }
+
+    /// The NUMA policy in force (after the first decision; before it, the configured one).
+    pub fn numa_mode(&self) -> Option<NumaMode> {
+        self.machine.as_ref().map(|m| m.numa).or(self.config.numa)
+    }
+
+    fn ensure_machine(&mut self, topology: &Topology) {
+        let stale = self
+            .machine
+            .as_ref()
+            .is_none_or(|m| m.power.len() != topology.num_cores());
+        if stale {
+            self.machine = Some(Machine {
+                power: topology
+                    .cores()
+                    .iter()
+                    .map(|c| topology.scaled_power(c.id, self.config.scaling))
+                    .collect(),
+                numa: self
+                    .config
+                    .numa
+                    .unwrap_or_else(|| NumaMode::default_for(topology)),
+            });
+        }
+    }
+
+    fn alloc_state(&mut self, t: ThreadId) -> &mut AllocationPhase {
+        if self.alloc.len() <= t.index() {
+            self.alloc.resize(t.index() + 1, AllocationPhase::default());
+        }
+        &mut self.alloc[t.index()]
+    }
+
+    /// Pull threads to less loaded cores until no move improves (rule 4 of the module doc). With
+    /// `only`, just that core pulls (new-idle balance).
+    fn balance(&mut self, view: &View<'_>, only: Option<CoreId>, out: &mut Vec<Placement>) {
+        self.ensure_machine(view.topology);
+        let Some(machine) = self.machine.as_ref() else {
+            return;
+        };
+        let power = &machine.power[..];
+        if power.len() != view.cores.len() {
+            return;
+        }
+        let sc = &mut self.scratch;
+        sc.fill(view);
+        let mut order: BTreeSet<CoreKey> = (0..power.len()).map(|c| sc.key(power, c)).collect();
+        let max_moves = view.threads.len() + power.len();
+        let mut moves = 0;
+        let mut dests = Vec::new();
+        'balance: while moves < max_moves {
+            let max_load = match order.last() {
+                Some(&(l, _, _)) => f64::from_bits(l),
+                None => return,
+            };
+            dests.clear();
+            match only {
+                Some(c) => dests.push(c.index()),
+                None => dests.extend(
+                    order
+                        .iter()
+                        .map(|k| k.2 as usize)
+                        .filter(|&c| !sc.failed[c])
+                        // A destination at or above the top load cannot improve anything.
+                        .take_while(|&c| sc.load(power, c) < max_load),
+                ),
+            }
+            for &d in &dests {
+                if sc.failed[d] {
+                    continue;
+                }
+                let after = scaled_load(sc.runnable[d] + 1, power[d]);
+                let dst = CoreId(d as u32);
+                let found = order
+                    .iter()
+                    .rev()
+                    .map(|k| k.2 as usize)
+                    .filter(|&s| s != d)
+                    .take_while(|&s| after < sc.load(power, s) - LOAD_EPS * after)
+                    .take(MAX_SOURCES_TRIED)
+                    .find_map(|s| {
+                        sc.movable(view, machine.numa, &self.alloc, s, dst)
+                            .map(|m| (s, m))
+                    });
+                if let Some((s, (t, was_running))) = found {
+                    order.remove(&sc.key(power, s));
+                    order.remove(&sc.key(power, d));
+                    sc.apply(t, was_running, s, d);
+                    order.insert(sc.key(power, s));
+                    order.insert(sc.key(power, d));
+                    out.push(Placement::pin(t, dst));
+                    moves += 1;
+                    continue 'balance;
+                }
+                sc.failed[d] = true;
+            }
+            break;
+        }
+    }
+}
+
+impl Policy for Amps {
+    fn name(&self) -> &str {
+        "amps"
+    }
+
+    fn rebalance_period_ns(&self) -> u64 {
+        AMPS_BALANCE_PERIOD_NS
+    }
+
+    fn rebalance(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
+        // The allocation-phase heuristic looks at the interrupted (running) threads.
+        for t in view.threads {
+            if t.state == ThreadState::Running {
+                let total = numa::total_rss(&t.resident_bytes);
+                self.alloc_state(t.id).observe(total);
+            }
+        }
+        self.balance(view, None, out);
+    }
+
+    fn on_thread_start(&mut self, view: &View<'_>, thread: ThreadId) -> Option<CpuSet> {
+        *self.alloc_state(thread) = AllocationPhase::default();
+        self.ensure_machine(view.topology);
+        let power = &self.machine.as_ref()?.power;
+        initial_core(
+            &view.thread(thread).user_allowed,
+            |c| view.core(c).runnable,
+            |c| power[c.index()],
+        )
+        .map(CpuSet::single)
+    }
+
+    fn on_core_idle(&mut self, view: &View<'_>, core: CoreId, out: &mut Vec<Placement>) {
+        self.balance(view, Some(core), out);
+    }
+}
+
+#[cfg(test)]
+mod tests;

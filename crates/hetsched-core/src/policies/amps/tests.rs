@@ -1,0 +1,463 @@
+//! Each AMPS rule on crafted machines and states; a wrong rule fails one of these.
+
+use super::numa::{high_overhead, running_move_allowed, AllocationPhase, NumaMode};
+use super::*;
+use crate::ids::AppId;
+use crate::machine_file::parse_machine;
+use crate::observe::{CoreObs, Counters, ThreadObs};
+
+/// One core of `fast_ghz` and `slow` cores of 1 GHz, 1 MiB private LLCs, one node.
+fn smp(fast: &str, slow: &str, fast_ghz: f64) -> Topology {
+    let text = format!(
+        r#"
+name = "t"
+memory_latency_ns = 80.0
+[[classes]]
+name = "fast"
+freq_ghz = {fast_ghz}
+[[classes]]
+name = "slow"
+freq_ghz = 1.0
+[[cores]]
+cpus = "{fast}"
+class = "fast"
+[[cores]]
+cpus = "{slow}"
+class = "slow"
+[[caches]]
+level = 2
+size = "1 MiB"
+assoc = 8
+cpus = "0-{last}"
+shared_by = 1
+"#,
+        last = CpuSet::parse_list(fast)
+            .unwrap()
+            .iter()
+            .chain(CpuSet::parse_list(slow).unwrap().iter())
+            .map(|c| c.0)
+            .max()
+            .unwrap()
+    );
+    parse_machine(&text, "test").unwrap()
+}
+
+/// Two nodes of two cores: node 0 = cores 0 (fast, 2 GHz) and 1; node 1 = cores 2 and 3 (slow);
+/// 8 MiB LLC per core.
+fn numa2() -> Topology {
+    parse_machine(
+        r#"
+name = "n"
+[[classes]]
+name = "fast"
+freq_ghz = 2.0
+[[classes]]
+name = "slow"
+freq_ghz = 1.0
+[[cores]]
+cpus = "0"
+class = "fast"
+[[cores]]
+cpus = "1-3"
+class = "slow"
+[[caches]]
+level = 3
+size = "8 MiB"
+assoc = 16
+cpus = "0-3"
+shared_by = 1
+[[nodes]]
+cpus = "0-1"
+distance = [10, 20]
+latency_ns = [68.0, 146.0]
+[[nodes]]
+cpus = "2-3"
+distance = [20, 10]
+latency_ns = [146.0, 68.0]
+"#,
+        "numa2",
+    )
+    .unwrap()
+}
+
+/// A system state: threads with their core and state; core observations derived from them.
+struct State {
+    topo: Topology,
+    threads: Vec<ThreadObs>,
+}
+
+impl State {
+    fn new(topo: Topology) -> Self {
+        Self {
+            topo,
+            threads: Vec::new(),
+        }
+    }
+
+    /// Add a thread on `core` (running if the core has none yet, else queued).
+    fn add(&mut self, core: u32) -> ThreadId {
+        let id = ThreadId(self.threads.len() as u32);
+        let busy = self
+            .threads
+            .iter()
+            .any(|t| t.cpu == Some(CoreId(core)) && t.state == ThreadState::Running);
+        let all = self.topo.all_cores();
+        self.threads.push(ThreadObs {
+            counters: Counters::default(),
+            id,
+            app: AppId(0),
+            state: if busy {
+                ThreadState::Runnable
+            } else {
+                ThreadState::Running
+            },
+            cpu: Some(CoreId(core)),
+            allowed: CpuSet::single(CoreId(core)),
+            user_allowed: all,
+            resident_bytes: vec![0; self.topo.nodes().len()],
+            data_fragment: None,
+        });
+        id
+    }
+
+    fn cores(&self) -> Vec<CoreObs> {
+        let mut v = vec![CoreObs::default(); self.topo.num_cores()];
+        for t in &self.threads {
+            if let (Some(c), ThreadState::Running | ThreadState::Runnable) = (t.cpu, t.state) {
+                v[c.index()].runnable += 1;
+                if t.state == ThreadState::Running {
+                    v[c.index()].current = Some(t.id);
+                }
+            }
+        }
+        v
+    }
+
+    fn view<'a>(&'a self, cores: &'a [CoreObs]) -> View<'a> {
+        View {
+            now_ns: 0,
+            topology: &self.topo,
+            threads: &self.threads,
+            cores,
+        }
+    }
+
+    /// Apply placements as a backend would (a moved thread runs if its new core is idle).
+    fn apply(&mut self, out: &[Placement]) {
+        for p in out {
+            let core = p.cpus.first().unwrap();
+            let t = p.thread.index();
+            self.threads[t].cpu = None;
+            self.threads[t].state = ThreadState::Blocked;
+            let busy = self
+                .threads
+                .iter()
+                .any(|x| x.cpu == Some(core) && x.state == ThreadState::Running);
+            self.threads[t].cpu = Some(core);
+            self.threads[t].allowed = p.cpus.clone();
+            self.threads[t].state = if busy {
+                ThreadState::Runnable
+            } else {
+                ThreadState::Running
+            };
+        }
+    }
+
+    fn per_core(&self) -> Vec<u32> {
+        self.cores().iter().map(|c| c.runnable).collect()
+    }
+
+    fn rebalance(&mut self, amps: &mut Amps) -> Vec<Placement> {
+        let cores = self.cores();
+        let mut out = Vec::new();
+        amps.rebalance(&self.view(&cores), &mut out);
+        self.apply(&out);
+        out
+    }
+}
+
+fn amps_s1() -> Amps {
+    Amps::new(AmpsConfig {
+        scaling: 1.0,
+        numa: None,
+    })
+}
+
+#[test]
+fn scaled_load_and_balance_follow_figure_1() {
+    // Figure 1: one fast core (P = 2) with four threads, three slow cores with two each: L = 2 on
+    // every core, balanced.
+    assert_eq!(scaled_load(4, 2.0), 2.0);
+    assert!(is_balanced([2.0, 2.0, 2.0, 2.0]));
+    assert!(is_balanced([3.0, 2.0]));
+    assert!(!is_balanced([3.5, 2.0]));
+    // P = F × S with S = 0.85 for a core twice as fast (section 3).
+    let t = smp("0", "1-3", 2.0);
+    assert!((t.scaled_power(CoreId(0), 0.85) - 1.7).abs() < 1e-12);
+    assert_eq!(t.scaled_power(CoreId(1), 0.85), 1.0);
+}
+
+#[test]
+fn initial_placement_walks_figure_2b() {
+    // Figure 2(b): a P = 4 core and three P = 1 cores, all idle; new threads go to the fast core
+    // until there are three on it, and the fourth to a slow core.
+    let mut s = State::new(smp("0", "1-3", 4.0));
+    let mut amps = amps_s1();
+    let mut placed = Vec::new();
+    for _ in 0..5 {
+        let cores = s.cores();
+        let id = ThreadId(s.threads.len() as u32);
+        // The backend creates the thread, then asks where it starts.
+        s.threads.push(ThreadObs {
+            counters: Counters::default(),
+            id,
+            app: AppId(0),
+            state: ThreadState::Blocked,
+            cpu: None,
+            allowed: s.topo.all_cores(),
+            user_allowed: s.topo.all_cores(),
+            resident_bytes: vec![0],
+            data_fragment: None,
+        });
+        let set = amps.on_thread_start(&s.view(&cores), id).unwrap();
+        assert_eq!(set.len(), 1);
+        let core = set.first().unwrap();
+        placed.push(core.0);
+        s.apply(&[Placement::pin(id, core)]);
+    }
+    assert_eq!(&placed[..4], &[0, 0, 0, 1], "Figure 2(b)");
+    // The fifth: new load 5/4 on the fast core against 1/1 on an idle slow core.
+    assert_eq!(placed[4], 2);
+}
+
+#[test]
+fn initial_placement_respects_the_users_mask() {
+    let s = State::new(smp("0", "1-3", 4.0));
+    let cores = s.cores();
+    let allowed: CpuSet = [CoreId(2), CoreId(3)].into_iter().collect();
+    let c = initial_core(&allowed, |c| cores[c.index()].runnable, |_| 1.0);
+    assert_eq!(c, Some(CoreId(2)));
+    assert_eq!(initial_core(&CpuSet::new(), |_| 0, |_| 1.0), None);
+}
+
+#[test]
+fn faster_core_first_moves_running_threads_to_an_idle_fast_core_figure_2a() {
+    // Figure 2(a): the P = 4 core idles while three slow cores run one thread each. The system is
+    // balanced (Lmax - Lmin = 1), yet all three threads move to the fast core (L = 3/4 < 1), and
+    // no thread moves back (1/1 on a slow core would exceed 3/4).
+    let mut s = State::new(smp("0", "1-3", 4.0));
+    for c in 1..=3 {
+        s.add(c);
+    }
+    let mut amps = amps_s1();
+    let out = s.rebalance(&mut amps);
+    assert_eq!(out.len(), 3);
+    assert_eq!(s.per_core(), vec![3, 0, 0, 0]);
+    assert!(s.rebalance(&mut amps).is_empty(), "stable after the moves");
+}
+
+#[test]
+fn an_idle_fast_core_pulls_at_once() {
+    let mut s = State::new(smp("0", "1-3", 2.0));
+    let t = s.add(2);
+    let mut amps = Amps::new(AmpsConfig::default());
+    let cores = s.cores();
+    let mut out = Vec::new();
+    amps.on_core_idle(&s.view(&cores), CoreId(0), &mut out);
+    assert_eq!(out, vec![Placement::pin(t, CoreId(0))]);
+    // An idle slow core pulls nothing from a fast core running one thread: 1/1 > 1/1.7.
+    let mut s = State::new(smp("0", "1-3", 2.0));
+    s.add(0);
+    let cores = s.cores();
+    out.clear();
+    amps.on_core_idle(&s.view(&cores), CoreId(1), &mut out);
+    assert!(out.is_empty());
+}
+
+#[test]
+fn the_guard_forbids_moves_that_do_not_lower_the_load() {
+    // Slow cores with 2, 1 and 1 threads, the fast core (P = 1.7) with 3: moving to a slow core
+    // would give 2/1, not less than the source's 2/1; to the fast core 4/1.7 > 2.
+    let mut s = State::new(smp("0", "1-3", 2.0));
+    s.add(1);
+    s.add(1);
+    s.add(2);
+    s.add(3);
+    for _ in 0..3 {
+        s.add(0);
+    }
+    let mut amps = Amps::new(AmpsConfig::default());
+    assert!(s.rebalance(&mut amps).is_empty());
+    // Three on slow core 1 and slow core 2 idle: one moves (1 < 3), then nothing improves.
+    let mut s = State::new(smp("0", "1-3", 2.0));
+    for _ in 0..3 {
+        s.add(1);
+    }
+    for _ in 0..3 {
+        s.add(0);
+    }
+    s.add(3);
+    s.add(3);
+    let out = s.rebalance(&mut amps);
+    assert_eq!(out.len(), 1);
+    assert_eq!(s.per_core(), vec![3, 2, 1, 2]);
+    // A queued thread is moved, not the running one (thread 0).
+    assert_eq!(out[0].thread, ThreadId(2));
+}
+
+#[test]
+fn the_slower_core_counts_as_more_loaded_at_equal_scaled_load() {
+    // The fast core (P = 2, S = 1) runs 4 threads (L = 2) and slow core 1 runs 2 (L = 2); an idle
+    // slow core pulls one thread: from the slow core, not from the fast one.
+    let mut s = State::new(smp("0", "1-2", 2.0));
+    for _ in 0..4 {
+        s.add(0);
+    }
+    s.add(1);
+    s.add(1);
+    let mut amps = amps_s1();
+    let cores = s.cores();
+    let mut out = Vec::new();
+    amps.on_core_idle(&s.view(&cores), CoreId(2), &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(s.threads[out[0].thread.index()].cpu, Some(CoreId(1)));
+}
+
+#[test]
+fn balance_makes_load_proportional_to_power() {
+    // 32 threads on 2 fast (P = 1.7) + 6 slow cores, all started on slow core 2: after one
+    // balance the system is balanced and each fast core holds more threads than any slow core.
+    let mut s = State::new(smp("0-1", "2-7", 2.0));
+    for _ in 0..32 {
+        s.add(2);
+    }
+    let mut amps = Amps::new(AmpsConfig::default());
+    s.rebalance(&mut amps);
+    let n = s.per_core();
+    let loads: Vec<f64> = n
+        .iter()
+        .enumerate()
+        .map(|(c, &k)| scaled_load(k, if c < 2 { 1.7 } else { 1.0 }))
+        .collect();
+    assert!(is_balanced(loads.iter().copied()), "{n:?}");
+    assert_eq!(n.iter().sum::<u32>(), 32);
+    assert!(n[0].min(n[1]) > *n[2..].iter().max().unwrap(), "{n:?}");
+}
+
+#[test]
+fn high_overhead_needs_all_three_conditions() {
+    let t = numa2();
+    let mib = 1u64 << 20;
+    // 64 MiB on node 1, moving from core 2 (node 1) to core 0 (node 0), LLC 8 MiB: high.
+    assert!(high_overhead(&t, &[0, 64 * mib], CoreId(2), CoreId(0)));
+    // (1) same node: not high.
+    assert!(!high_overhead(&t, &[0, 64 * mib], CoreId(2), CoreId(3)));
+    // (2) the source node is not where most pages are: not high.
+    assert!(!high_overhead(&t, &[64 * mib, 32 * mib], CoreId(2), CoreId(0)));
+    // (3) the resident set fits the destination's LLC: not high.
+    assert!(!high_overhead(&t, &[0, 4 * mib], CoreId(2), CoreId(0)));
+    // Nothing resident: not high.
+    assert!(!high_overhead(&t, &[0, 0], CoreId(2), CoreId(0)));
+}
+
+#[test]
+fn each_numa_policy_decides_as_section_2_4_3_says() {
+    let t = numa2();
+    let big = [0, 64u64 << 20];
+    let small = [0, 1u64 << 20];
+    let (from, remote, local) = (CoreId(2), CoreId(0), CoreId(3));
+    for (mode, rss, allocating, to, allowed) in [
+        (NumaMode::Always, &big, true, remote, true),
+        (NumaMode::SameNode, &small, false, remote, false),
+        (NumaMode::SameNode, &big, true, local, true),
+        (NumaMode::Rss, &big, false, remote, false),
+        (NumaMode::Rss, &small, false, remote, true),
+        (NumaMode::Rss, &small, true, remote, false),
+        (NumaMode::Rss, &big, false, local, true),
+    ] {
+        assert_eq!(
+            running_move_allowed(mode, &t, rss, allocating, from, to),
+            allowed,
+            "{mode} rss {rss:?} allocating {allocating} to {to}"
+        );
+    }
+    assert_eq!("same-node".parse::<NumaMode>(), Ok(NumaMode::SameNode));
+    assert!("sometimes".parse::<NumaMode>().is_err());
+    assert_eq!(NumaMode::default_for(&t), NumaMode::Rss);
+    assert_eq!(
+        NumaMode::default_for(&smp("0", "1", 2.0)),
+        NumaMode::Always
+    );
+}
+
+#[test]
+fn allocation_phase_is_rss_growth_between_interrupts() {
+    let mut a = AllocationPhase::default();
+    a.observe(0);
+    assert!(!a.allocating());
+    a.observe(4096);
+    assert!(a.allocating());
+    a.observe(4096);
+    assert!(!a.allocating(), "stable RSS: not allocating");
+    a.observe(1024);
+    assert!(!a.allocating(), "shrinking RSS: not allocating");
+}
+
+#[test]
+fn numa_policies_gate_running_thread_moves_in_a_balance() {
+    // A thread runs alone on slow core 2 (node 1) with 64 MiB resident there; fast core 0 (node 0)
+    // idles. `always` moves it, `same-node` and `rss` keep it; with 1 MiB resident `rss` moves it.
+    let build = |resident: u64| {
+        let mut s = State::new(numa2());
+        let t = s.add(2);
+        s.threads[t.index()].resident_bytes = vec![0, resident];
+        s
+    };
+    let moved = |mode: NumaMode, resident: u64| {
+        let mut s = build(resident);
+        let mut amps = Amps::new(AmpsConfig {
+            numa: Some(mode),
+            ..Default::default()
+        });
+        // A first interrupt with the fast core busy records the resident set (which then stays
+        // put, so the thread is not allocating); then the fast core idles.
+        let busy = s.add(0);
+        assert!(s.rebalance(&mut amps).is_empty());
+        s.threads[busy.index()].state = ThreadState::Exited;
+        s.threads[busy.index()].cpu = None;
+        !s.rebalance(&mut amps).is_empty()
+    };
+    assert!(moved(NumaMode::Always, 64 << 20));
+    assert!(!moved(NumaMode::SameNode, 64 << 20));
+    assert!(!moved(NumaMode::Rss, 64 << 20));
+    assert!(moved(NumaMode::Rss, 1 << 20));
+    // A thread in its allocation phase stays under `rss` even with a small resident set.
+    let mut s = build(0);
+    let mut amps = Amps::new(AmpsConfig {
+        numa: Some(NumaMode::Rss),
+        ..Default::default()
+    });
+    // Two interrupts with growing RSS while the fast core is busy, then the fast core idles.
+    s.add(0);
+    s.threads[0].resident_bytes = vec![0, 1 << 20];
+    s.rebalance(&mut amps);
+    s.threads[0].resident_bytes = vec![0, 2 << 20];
+    s.threads[1].state = ThreadState::Exited;
+    s.threads[1].cpu = None;
+    let out = s.rebalance(&mut amps);
+    assert!(out.is_empty(), "allocating: stays");
+    let out = s.rebalance(&mut amps);
+    assert_eq!(out.len(), 1, "RSS stable since the last interrupt: moves");
+}
+
+#[test]
+fn user_masks_are_respected() {
+    // The only thread that could move may not run on the idle fast core.
+    let mut s = State::new(smp("0", "1-3", 2.0));
+    let t = s.add(1);
+    s.add(1);
+    s.threads[t.index()].user_allowed = [CoreId(1)].into_iter().collect();
+    s.threads[1].user_allowed = [CoreId(1)].into_iter().collect();
+    let mut amps = Amps::new(AmpsConfig::default());
+    assert!(s.rebalance(&mut amps).is_empty());
+}
