@@ -35,7 +35,7 @@ use hetsched_core::{
     Topology, View,
 };
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
 
 /// Run settings.
@@ -175,6 +175,14 @@ struct DfState {
     copies: Vec<(usize, f64)>,
 }
 
+/// Pages of one owner on one node, allocated one after the other.
+#[derive(Clone, Copy, Debug)]
+struct PageRun {
+    owner: u32,
+    node: usize,
+    bytes: f64,
+}
+
 #[derive(Clone, Debug)]
 struct AppInstance {
     spec: usize,
@@ -188,6 +196,10 @@ struct AppInstance {
     /// Bytes the instance's threads allocated, per node.
     bytes_per_node: Vec<f64>,
     total_bytes: f64,
+    /// The instance's resident memory in allocation order, with the thread that brought each run
+    /// of pages in: the owner lists of AMPS section 2.4.2 (one owner per page, as in the common
+    /// case the paper describes; consecutive pages of one owner on one node form one run).
+    pages: VecDeque<PageRun>,
     /// Completed (every thread exited); recorded once.
     done: bool,
 }
@@ -543,6 +555,7 @@ impl<'a> Simulation<'a> {
                 .collect(),
             bytes_per_node: vec![0.0; self.topo.nodes().len()],
             total_bytes: 0.0,
+            pages: VecDeque::new(),
             done: false,
         });
         let nodes = self.topo.nodes().len();
@@ -601,6 +614,9 @@ impl<'a> Simulation<'a> {
 
     fn finish_phase(&mut self, t: usize, c: usize) {
         let phase = self.phase_of(t);
+        if phase.free_bytes > 0 {
+            self.free_memory(self.threads[t].app, phase.free_bytes as f64);
+        }
         let spec_idx = self.apps[self.threads[t].app].spec;
         let group_idx = self.threads[t].group;
         let group = &self.workload.apps[spec_idx].threads[group_idx];
@@ -645,6 +661,34 @@ impl<'a> Simulation<'a> {
                 self.threads[t].remaining = next.instructions;
                 self.obs[t].data_fragment = next.data_fragment.map(|d| d as u64);
                 self.push(self.now + ns, Event::Wake { thread: t as u32 });
+            }
+        }
+    }
+
+    /// A thread of instance `a` frees `bytes` of the process's memory, oldest pages first. The
+    /// owner-list rule of AMPS section 2.4.2: each freed page leaves the resident set of the thread
+    /// that brought it in (the owner, same process), not of the thread that frees it; an owner that
+    /// has exited is dropped from the list with no accounting.
+    fn free_memory(&mut self, a: usize, mut bytes: f64) {
+        while bytes > 0.0 {
+            let Some(run) = self.apps[a].pages.front_mut() else {
+                break;
+            };
+            let take = run.bytes.min(bytes);
+            let (owner, node) = (run.owner as usize, run.node);
+            run.bytes -= take;
+            if run.bytes <= 0.0 {
+                self.apps[a].pages.pop_front();
+            }
+            bytes -= take;
+            let app = &mut self.apps[a];
+            app.bytes_per_node[node] = (app.bytes_per_node[node] - take).max(0.0);
+            app.total_bytes = (app.total_bytes - take).max(0.0);
+            if self.obs[owner].state != ThreadState::Exited {
+                let th = &mut self.threads[owner];
+                th.bytes_per_node[node] = (th.bytes_per_node[node] - take).max(0.0);
+                th.total_bytes = (th.total_bytes - take).max(0.0);
+                self.obs[owner].resident_bytes[node] = th.bytes_per_node[node] as u64;
             }
         }
     }
@@ -1014,6 +1058,15 @@ impl<'a> Simulation<'a> {
             let a = self.threads[t].app;
             self.apps[a].bytes_per_node[node] += b;
             self.apps[a].total_bytes += b;
+            let owner = t as u32;
+            match self.apps[a].pages.back_mut() {
+                Some(run) if run.owner == owner && run.node == node => run.bytes += b,
+                _ => self.apps[a].pages.push_back(PageRun {
+                    owner,
+                    node,
+                    bytes: b,
+                }),
+            }
             self.memory_placed = true;
             self.cores[c].cur_lat = self.mem_latency(t, c);
             self.obs[t].resident_bytes[node] = self.threads[t].bytes_per_node[node] as u64;

@@ -135,6 +135,9 @@ pub struct Phase {
     pub df_writes: bool,
     /// Bytes the phase allocates (first touch, spread over its instructions).
     pub alloc_bytes: u64,
+    /// Bytes of the process's memory the phase frees when it ends, oldest pages first (the pages
+    /// leave their owners' resident sets: AMPS section 2.4.2, owner lists).
+    pub free_bytes: u64,
     /// Run only in the first pass of a repeated phase list (initialisation).
     pub once: bool,
     pub end: PhaseEnd,
@@ -264,6 +267,7 @@ struct FilePhase {
     #[serde(default)]
     df_writes: bool,
     alloc: Option<SizeField>,
+    free: Option<SizeField>,
     #[serde(default)]
     barrier: bool,
     sleep_ms: Option<f64>,
@@ -475,6 +479,10 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String
                     Some(s) => size_of(s).map_err(|e| (pat("alloc"), e))?,
                     None => 0,
                 };
+                let free_bytes = match &p.free {
+                    Some(s) => size_of(s).map_err(|e| (pat("free"), e))?,
+                    None => 0,
+                };
                 let end = match (p.barrier, p.sleep_ms) {
                     (true, Some(_)) => {
                         return Err((
@@ -499,6 +507,7 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String
                     data_fragment,
                     df_writes: p.df_writes,
                     alloc_bytes,
+                    free_bytes,
                     once: p.once,
                     end,
                 });
@@ -643,7 +652,7 @@ barrier = true
             (("barrier = true", "barrier = true\nsleep_ms = 3"), "w.toml: apps[0].threads[0].phases[0].barrier: a phase ends in a barrier or a sleep, not both"),
             (("repeat = 3", "repeat = 0"), "w.toml: apps[0].threads[0].repeat: must be at least 1, got 0"),
             (("min = 1", "min = 30"), "w.toml: apps[0].threads[0].phases[0].mpki: need 0 <= min <= max, got min 30 max 20"),
-            (("cpi = 1.0", "cpu = 1.0"), "w.toml: line 11: unknown field `cpu`, expected one of `instructions`, `cpi`, `mpki`, `mpki_table`, `fp`, `df`, `df_writes`, `alloc`, `barrier`, `sleep_ms`, `once`"),
+            (("cpi = 1.0", "cpu = 1.0"), "w.toml: line 11: unknown field `cpu`, expected one of `instructions`, `cpi`, `mpki`, `mpki_table`, `fp`, `df`, `df_writes`, `alloc`, `free`, `barrier`, `sleep_ms`, `once`"),
         ];
         for ((from, to), want) in cases {
             let text = GOOD.replacen(from, to, 1);

@@ -25,6 +25,7 @@ fn phase(instructions: f64, cpi: f64, mpki: f64, end: PhaseEnd) -> Phase {
         data_fragment: None,
         df_writes: false,
         alloc_bytes: 0,
+        free_bytes: 0,
         once: false,
         end,
     }
@@ -209,6 +210,7 @@ fn arb_phase() -> impl Strategy<Value = Phase> {
             data_fragment: if end == 2 { Some(0) } else { None },
             df_writes: end == 2,
             alloc_bytes: if end == 3 { 1 << 20 } else { 0 },
+            free_bytes: 0,
             once: false,
             end: match end {
                 0 => PhaseEnd::Barrier,
@@ -315,6 +317,7 @@ fn regression_idle_core_with_waiting_thread() {
                             data_fragment: None,
                             df_writes: false,
                             alloc_bytes: 0,
+                            free_bytes: 0,
                             once: false,
                             end: PhaseEnd::Barrier,
                         }],
@@ -334,6 +337,7 @@ fn regression_idle_core_with_waiting_thread() {
                             data_fragment: None,
                             df_writes: false,
                             alloc_bytes: 0,
+                            free_bytes: 0,
                             once: false,
                             end: PhaseEnd::Barrier,
                         }],
@@ -363,6 +367,7 @@ fn regression_idle_core_with_waiting_thread() {
                             data_fragment: Some(0),
                             df_writes: true,
                             alloc_bytes: 0,
+                            free_bytes: 0,
                             once: false,
                             end: PhaseEnd::Next,
                         },
@@ -378,6 +383,7 @@ fn regression_idle_core_with_waiting_thread() {
                             data_fragment: None,
                             df_writes: false,
                             alloc_bytes: 0,
+                            free_bytes: 0,
                             once: false,
                             end: PhaseEnd::Sleep { ns: 100000 },
                         },
@@ -393,6 +399,7 @@ fn regression_idle_core_with_waiting_thread() {
                             data_fragment: Some(0),
                             df_writes: true,
                             alloc_bytes: 0,
+                            free_bytes: 0,
                             once: false,
                             end: PhaseEnd::Next,
                         },
@@ -416,4 +423,97 @@ fn regression_idle_core_with_waiting_thread() {
     };
     let r = simulate(&topo, &w, policy, cfg);
     assert!(r.finished);
+}
+
+/// A test policy that records every thread's resident bytes at each rebalance (what a policy sees).
+struct RecordResident {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+impl Policy for RecordResident {
+    fn name(&self) -> &str {
+        "record-resident"
+    }
+    fn rebalance_period_ns(&self) -> u64 {
+        4_000_000
+    }
+    fn rebalance(&mut self, view: &View<'_>, _out: &mut Vec<Placement>) {
+        let total: Vec<u64> = view
+            .threads
+            .iter()
+            .map(|t| t.resident_bytes.iter().sum())
+            .collect();
+        *self.seen.lock().unwrap() = total;
+    }
+}
+
+/// Resident bytes per thread at the end of a run of this workload on amps-numa-1.
+fn resident_after(text: &str) -> Vec<u64> {
+    let topo = machine("amps-numa-1");
+    let w = Workload::parse(text, "owner.toml", &topo).unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let policy = RecordResident { seen: seen.clone() };
+    let cfg = SimConfig {
+        duration_ns: 2_000_000_000,
+        ..Default::default()
+    };
+    simulate(&topo, &w, Box::new(policy), cfg);
+    let v = seen.lock().unwrap().clone();
+    v
+}
+
+#[test]
+fn freed_pages_leave_their_owners_resident_sets() {
+    // AMPS section 2.4.2, Figure 4: four children first-touch 16 MiB each; the main thread then
+    // frees 32 MiB of the process's memory. With owner lists the children's counters fall by 32 MiB
+    // in all, and the main thread's (which allocated nothing) stays at zero.
+    let text = |child_tail: &str| {
+        format!(
+            r#"
+name = "owner"
+[[apps]]
+name = "p"
+[[apps.threads]]
+[[apps.threads.phases]]
+instructions = 1e6
+cpi = 1.0
+barrier = true
+[[apps.threads.phases]]
+instructions = 1e6
+cpi = 1.0
+free = "32 MiB"
+[[apps.threads.phases]]
+instructions = 1e9
+cpi = 1.0
+[[apps.threads]]
+count = 4
+[[apps.threads.phases]]
+instructions = 4e7
+cpi = 1.0
+alloc = "16 MiB"
+barrier = true
+{child_tail}
+"#
+        )
+    };
+    let mib = 1u64 << 20;
+    // Children still alive (a long phase after the barrier).
+    let alive = resident_after(&text(
+        "[[apps.threads.phases]]\ninstructions = 1e9\ncpi = 1.0\n",
+    ));
+    assert_eq!(alive.len(), 5);
+    assert_eq!(alive[0], 0, "the freeing thread owns none of the pages");
+    let children: u64 = alive[1..].iter().sum();
+    assert!(
+        children.abs_diff(32 * mib) < 1024,
+        "children keep 64 - 32 MiB, got {children}"
+    );
+    // Children exited before the free: their entries are dropped, nobody is charged.
+    let exited = resident_after(&text(""));
+    assert_eq!(exited[0], 0);
+    let children: u64 = exited[1..].iter().sum();
+    assert!(
+        children.abs_diff(64 * mib) < 1024,
+        "exited owners keep their last counters, got {children}"
+    );
 }

@@ -71,7 +71,12 @@ impl FromStr for NumaMode {
 
 /// The three-condition prediction of section 2.4.2: is moving a thread with these per-node resident
 /// bytes from core `from` to core `to` likely to cost many remote misses?
-pub fn high_overhead(topology: &Topology, resident_bytes: &[u64], from: CoreId, to: CoreId) -> bool {
+pub fn high_overhead(
+    topology: &Topology,
+    resident_bytes: &[u64],
+    from: CoreId,
+    to: CoreId,
+) -> bool {
     let (a, b) = (topology.node_of(from), topology.node_of(to));
     // (1) different nodes.
     if a == b {
@@ -130,4 +135,3 @@ impl AllocationPhase {
 pub fn total_rss(resident_bytes: &[u64]) -> u64 {
     resident_bytes.iter().sum()
 }
-

@@ -353,7 +353,12 @@ fn high_overhead_needs_all_three_conditions() {
     // (1) same node: not high.
     assert!(!high_overhead(&t, &[0, 64 * mib], CoreId(2), CoreId(3)));
     // (2) the source node is not where most pages are: not high.
-    assert!(!high_overhead(&t, &[64 * mib, 32 * mib], CoreId(2), CoreId(0)));
+    assert!(!high_overhead(
+        &t,
+        &[64 * mib, 32 * mib],
+        CoreId(2),
+        CoreId(0)
+    ));
     // (3) the resident set fits the destination's LLC: not high.
     assert!(!high_overhead(&t, &[0, 4 * mib], CoreId(2), CoreId(0)));
     // Nothing resident: not high.
@@ -384,10 +389,7 @@ fn each_numa_policy_decides_as_section_2_4_3_says() {
     assert_eq!("same-node".parse::<NumaMode>(), Ok(NumaMode::SameNode));
     assert!("sometimes".parse::<NumaMode>().is_err());
     assert_eq!(NumaMode::default_for(&t), NumaMode::Rss);
-    assert_eq!(
-        NumaMode::default_for(&smp("0", "1", 2.0)),
-        NumaMode::Always
-    );
+    assert_eq!(NumaMode::default_for(&smp("0", "1", 2.0)), NumaMode::Always);
 }
 
 #[test]
