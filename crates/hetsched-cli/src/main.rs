@@ -3,6 +3,7 @@
 
 mod machine;
 mod report;
+mod reproduce;
 mod simulate;
 mod topo;
 
@@ -29,6 +30,8 @@ enum Command {
     Simulate(simulate::SimulateArgs),
     /// List the workload presets.
     Workloads(simulate::WorkloadsArgs),
+    /// Reproduce the papers' experiments on the simulator, the paper's values beside ours.
+    Reproduce(reproduce::ReproduceArgs),
 }
 
 /// Bad input: a flag, a file or a value that cannot be used. Exit code 2.
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
         Some(Command::Machines(args)) => topo::run_machines(&args),
         Some(Command::Simulate(args)) => simulate::run_simulate(&args),
         Some(Command::Workloads(args)) => simulate::run_workloads(&args),
+        Some(Command::Reproduce(args)) => reproduce::run_reproduce(&args),
         None => simulate::run_simulate(&simulate::SimulateArgs {
             seed: 1,
             seeds: 1,

@@ -9,7 +9,7 @@ use std::fmt::Write;
 /// Gantt charts are drawn for machines up to this many cores.
 pub const GANTT_MAX_CORES: usize = 64;
 
-fn esc(s: &str) -> String {
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -218,4 +218,73 @@ pub fn simulate_report(doc: &SimulateJson, topo: &Topology) -> String {
     }
     html.push_str("</body></html>\n");
     html
+}
+
+/// Grouped bars of fractions per bin, one colour per series (the style of AMPS Figure 6).
+pub fn histogram_svg(h: &hetsched_sim::reproduce::Histogram) -> String {
+    let (w, plot_h, left, top) = (720.0, 220.0, 50.0, 30.0);
+    let bins = h.edges.len().saturating_sub(1).max(1);
+    let max = h
+        .series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
+    let bin_w = (w - left - 10.0) / bins as f64;
+    let bar_w = bin_w / (h.series.len().max(1) as f64 + 0.5);
+    let height = top + plot_h + 60.0 + 18.0 * h.series.len() as f64;
+    let mut svg = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{height}" font-family="sans-serif" font-size="11"><text x="0" y="14" font-weight="bold">{}</text>"#,
+        esc(&h.title)
+    );
+    let base = top + plot_h;
+    let _ = write!(
+        svg,
+        r#"<line x1="{left}" y1="{base}" x2="{}" y2="{base}" stroke="black"/><text x="4" y="{}">{:.0}%</text><text x="4" y="{base}">0</text>"#,
+        w - 10.0,
+        top + 10.0,
+        max * 100.0
+    );
+    for (si, (name, v)) in h.series.iter().enumerate() {
+        for (b, &f) in v.iter().enumerate() {
+            let bh = f / max * plot_h;
+            let x = left + b as f64 * bin_w + si as f64 * bar_w;
+            let _ = write!(
+                svg,
+                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{}"><title>{}: {:.0}%</title></rect>"#,
+                base - bh,
+                bar_w - 1.0,
+                color(name),
+                esc(name),
+                f * 100.0
+            );
+        }
+        let ly = base + 44.0 + 18.0 * si as f64;
+        let _ = write!(
+            svg,
+            r#"<rect x="{left}" y="{:.1}" width="12" height="12" fill="{}"/><text x="{}" y="{ly:.1}">{}</text>"#,
+            ly - 10.0,
+            color(name),
+            left + 18.0,
+            esc(name)
+        );
+    }
+    for (b, e) in h.edges.iter().enumerate() {
+        if b % 2 == 0 {
+            let _ = write!(
+                svg,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{e:.1}</text>"#,
+                left + b as f64 * bin_w,
+                base + 14.0
+            );
+        }
+    }
+    let _ = write!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text></svg>"#,
+        left + (w - left) / 2.0,
+        base + 28.0,
+        esc(&h.x_label)
+    );
+    svg
 }

@@ -5,14 +5,16 @@ use crate::topo::{print_named, NamedJson};
 use crate::{bad_input, report};
 use clap::Args;
 use hetsched_core::policies::amps::NumaMode;
+use hetsched_core::policies::linux_default::LinuxDefault;
 use hetsched_core::policies::{policy_by_name, policy_names, policy_with_options, PolicyOptions};
 use hetsched_core::Topology;
+use hetsched_sim::batch::{run_jobs, Job};
 use hetsched_sim::engine::NS_PER_S;
+use hetsched_sim::metrics::speedup;
 use hetsched_sim::presets::{workload_names, workload_preset, DEFAULT_WORKLOAD, WORKLOAD_PRESETS};
 use hetsched_sim::{RunResult, SimConfig, Workload};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 /// The machine of the embedded default scenario.
 pub const DEFAULT_MACHINE: &str = "amps-smp";
@@ -216,27 +218,6 @@ pub struct SimulateJson {
     pub runs: Vec<RunResult>,
 }
 
-/// Speedup of `r` over `base`: the makespan ratio when the workload ends by itself; otherwise the
-/// geometric mean over apps of the ratio of mean completion times (closed-loop throughput).
-pub fn speedup(base: &RunResult, r: &RunResult, finite: bool) -> f64 {
-    if finite && base.finished && r.finished && r.makespan_s > 0.0 {
-        return base.makespan_s / r.makespan_s;
-    }
-    let ratios: Vec<f64> = base
-        .apps
-        .iter()
-        .zip(&r.apps)
-        .filter_map(|(b, x)| match (b.completion_s, x.completion_s) {
-            (Some(bt), Some(xt)) if xt > 0.0 => Some(bt / xt),
-            _ => None,
-        })
-        .collect();
-    if ratios.is_empty() {
-        return 1.0;
-    }
-    (ratios.iter().map(|x| x.ln()).sum::<f64>() / ratios.len() as f64).exp()
-}
-
 fn summarize(
     policy: &str,
     runs: &[&RunResult],
@@ -290,57 +271,40 @@ fn summarize(
 
 /// Run every (policy, seed) pair, in parallel on the machine's cores; results in plan order.
 fn run_all(plan: &Plan) -> Vec<RunResult> {
-    let jobs: Vec<(usize, &str, u64)> = plan
+    let jobs: Vec<Job<'_>> = plan
         .policies
         .iter()
-        .flat_map(|p| plan.seeds.iter().map(move |&s| (p.as_str(), s)))
-        .enumerate()
-        .map(|(i, (p, s))| (i, p, s))
+        .flat_map(|p| plan.seeds.iter().map(move |&s| (p.clone(), s)))
+        .map(|(p, seed)| Job {
+            topology: &plan.topology,
+            workload: &plan.workload,
+            label: format!("{p} seed {seed}"),
+            make_policy: Box::new(move || {
+                policy_with_options(&p, &plan.options).unwrap_or_else(|| Box::new(LinuxDefault))
+            }),
+            cfg: SimConfig {
+                seed,
+                ..plan.cfg.clone()
+            },
+        })
         .collect();
-    let bar = indicatif::ProgressBar::new(jobs.len() as u64);
+    let bar = progress_bar(jobs.len());
+    let runs = run_jobs(&jobs, &|_, _, label| {
+        bar.set_message(label.to_string());
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    runs
+}
+
+/// A progress bar on stderr for `n` runs.
+pub fn progress_bar(n: usize) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(n as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let results: Mutex<Vec<Option<RunResult>>> = Mutex::new(vec![None; jobs.len()]);
-    let next = Mutex::new(0usize);
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(jobs.len())
-        .max(1);
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| loop {
-                let job = {
-                    let mut n = next.lock().unwrap_or_else(|e| e.into_inner());
-                    let j = *n;
-                    *n += 1;
-                    j
-                };
-                let Some(&(i, policy, seed)) = jobs.get(job) else {
-                    break;
-                };
-                let Some(p) = policy_with_options(policy, &plan.options) else {
-                    break;
-                };
-                let cfg = SimConfig {
-                    seed,
-                    ..plan.cfg.clone()
-                };
-                let r = hetsched_sim::simulate(&plan.topology, &plan.workload, p, cfg);
-                bar.set_message(format!("{policy} seed {seed}"));
-                bar.inc(1);
-                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
-            });
-        }
-    });
-    bar.finish_and_clear();
-    results
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .into_iter()
-        .flatten()
-        .collect()
+    bar
 }
 
 pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {

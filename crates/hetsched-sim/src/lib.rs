@@ -2,11 +2,13 @@
 //! hetsched policy runs side by side against a Linux-like baseline.
 
 pub mod baseline;
+pub mod batch;
 pub mod engine;
 pub mod metrics;
 pub mod paper_models;
 pub mod perf;
 pub mod presets;
+pub mod reproduce;
 mod runqueue;
 pub mod workload;
 

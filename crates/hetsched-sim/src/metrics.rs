@@ -73,3 +73,25 @@ pub struct RunResult {
     pub gantt_dropped: u64,
     pub engine: EngineStats,
 }
+
+/// Speedup of `r` over `base`: the makespan ratio when the workload ends by itself (`finite`) and
+/// both runs finished; otherwise the geometric mean over apps of the ratio of mean completion
+/// times (closed-loop throughput).
+pub fn speedup(base: &RunResult, r: &RunResult, finite: bool) -> f64 {
+    if finite && base.finished && r.finished && r.makespan_s > 0.0 {
+        return base.makespan_s / r.makespan_s;
+    }
+    let ratios: Vec<f64> = base
+        .apps
+        .iter()
+        .zip(&r.apps)
+        .filter_map(|(b, x)| match (b.completion_s, x.completion_s) {
+            (Some(bt), Some(xt)) if xt > 0.0 => Some(bt / xt),
+            _ => None,
+        })
+        .collect();
+    if ratios.is_empty() {
+        return 1.0;
+    }
+    (ratios.iter().map(|x| x.ln()).sum::<f64>() / ratios.len() as f64).exp()
+}

@@ -15,14 +15,21 @@
 //!    reason ("otherwise four threads would share the faster core and each would perform similarly
 //!    to running on a slow core") only holds once the fast core is full, so we read the tie rule as
 //!    faster-core-first, which section 2.3 defines for under-utilised cores ([`initial_core`]).
-//! 4. **Dynamic migration** (section 2.3.2): a core of lower scaled load pulls a thread, queued or
-//!    running, even if the source goes idle; never when the destination's scaled load after the
+//! 4. **Dynamic migration** (section 2.3.2): threads, queued or running, move to cores of lower
+//!    scaled load even if their core goes idle; never when the destination's scaled load after the
 //!    move, `(n_d+1)/P_d`, would reach the source's before it, `n_s/P_s` (the paper says "greater
 //!    than"; at equality nothing improves and the thread would move back at the next balance, so we
-//!    require strictly less). Among sources of equal scaled load the slower core counts as more
-//!    loaded (section 3), and the least loaded destination pulls first, the faster one on ties:
-//!    an idle fast core pulls at once ([`Policy::on_core_idle`]). Queued threads move before
-//!    running ones (cheaper, section 2.3.3).
+//!    require strictly less). The busiest source goes first, and among sources of equal scaled load
+//!    the slower core counts as more loaded (section 3). Where the paper is silent, Linux's
+//!    scheduling domains decide: a source gives its thread to the *nearest* core the move improves
+//!    (same LLC, then same node, then any), the least loaded and then the faster among equally
+//!    near ones; an idle core pulls from the nearest source it relieves, at once
+//!    ([`Policy::on_core_idle`]: faster-core-first). Queued threads move before running ones
+//!    (cheaper, section 2.3.3). Across nodes the kernel balances only periodically and only past
+//!    its node-level imbalance threshold (`imbalance_pct = 125`; the node domain does not balance
+//!    on new-idle), so an idle core pulls only within its node and a periodic move across nodes
+//!    needs `n_s/P_s > 1.25 × (n_d+1)/P_d` ([`NODE_IMBALANCE`]). Without this, the first idle core
+//!    to be served after a barrier pulled threads away from their memory on NUMA machines.
 //! 5. **NUMA-aware migration** (section 2.4): a running thread moves only if the NUMA policy allows
 //!    it ([`numa`]: `always`, `same-node`, `rss`).
 //!
@@ -35,7 +42,7 @@ pub mod numa;
 pub use numa::NumaMode;
 
 use crate::cpuset::CpuSet;
-use crate::ids::{CoreId, ThreadId};
+use crate::ids::{CoreId, LlcId, NodeId, ThreadId};
 use crate::observe::{ThreadState, View};
 use crate::policy::{Placement, Policy};
 use crate::topology::{Topology, AMPS_SCALING_FACTOR};
@@ -47,9 +54,13 @@ use std::collections::BTreeSet;
 /// "at each timer interrupt"; the paper's kernel is 2.6.16).
 pub const AMPS_BALANCE_PERIOD_NS: u64 = 4_000_000;
 
-/// Most sources one destination tries before giving up for this balance (threads pinned by the
-/// user elsewhere can make every source useless; this bounds the work).
-const MAX_SOURCES_TRIED: usize = 8;
+/// `Machine::distance` of two cores in different nodes.
+const ACROSS_NODES: u8 = 2;
+
+/// A move across nodes needs the source's scaled load above this factor times the destination's
+/// after the move: the imbalance threshold of Linux 2.6's node-level scheduling domain
+/// (`imbalance_pct = 125` in `SD_NODE_INIT`), which the paper's kernel balanced with.
+const NODE_IMBALANCE: f64 = 1.25;
 
 /// Relative tolerance when comparing scaled loads (they are ratios of small integers and `P`).
 const LOAD_EPS: f64 = 1e-9;
@@ -126,6 +137,25 @@ pub fn initial_core(
 struct Machine {
     power: Vec<f64>,
     numa: NumaMode,
+    llc: Vec<Option<LlcId>>,
+    node: Vec<NodeId>,
+    /// Cores of each LLC and of each node.
+    llc_cores: Vec<Vec<u32>>,
+    node_cores: Vec<Vec<u32>>,
+}
+
+impl Machine {
+    /// How far apart two cores are for a migration, in the order of Linux's scheduling domains:
+    /// 0 sharing an LLC, 1 in one node, 2 across nodes.
+    fn distance(&self, a: usize, b: usize) -> u8 {
+        if self.llc[a].is_some() && self.llc[a] == self.llc[b] {
+            0
+        } else if self.node[a] == self.node[b] {
+            1
+        } else {
+            2
+        }
+    }
 }
 
 /// Order key of a core: scaled load ascending, then power descending (at equal load the slower
@@ -218,7 +248,24 @@ impl Scratch {
         ok.then_some((t, true))
     }
 
-    /// Record the move of `t` from `s` to `d` (the order set is re-keyed by the caller).
+    /// Record the move of `t` from `s` to `d` and re-key both cores in `order`.
+    fn apply_keyed(
+        &mut self,
+        order: &mut BTreeSet<CoreKey>,
+        power: &[f64],
+        t: ThreadId,
+        was_running: bool,
+        s: usize,
+        d: usize,
+    ) {
+        order.remove(&self.key(power, s));
+        order.remove(&self.key(power, d));
+        self.apply(t, was_running, s, d);
+        order.insert(self.key(power, s));
+        order.insert(self.key(power, d));
+    }
+
+    /// Record the move of `t` from `s` to `d`.
     fn apply(&mut self, t: ThreadId, was_running: bool, s: usize, d: usize) {
         if was_running {
             self.running[s] = None;
@@ -264,6 +311,23 @@ impl Amps {
                     .config
                     .numa
                     .unwrap_or_else(|| NumaMode::default_for(topology)),
+                llc: topology.cores().iter().map(|c| c.llc).collect(),
+                node: topology.cores().iter().map(|c| c.node).collect(),
+                llc_cores: (0..topology.num_llcs())
+                    .map(|l| {
+                        topology
+                            .cores()
+                            .iter()
+                            .filter(|c| c.llc.map(|x| x.index()) == Some(l))
+                            .map(|c| c.id.0)
+                            .collect()
+                    })
+                    .collect(),
+                node_cores: topology
+                    .nodes()
+                    .iter()
+                    .map(|nd| topology.node_cores(nd.id).iter().map(|c| c.0).collect())
+                    .collect(),
             });
         }
     }
@@ -275,7 +339,7 @@ impl Amps {
         &mut self.alloc[t.index()]
     }
 
-    /// Pull threads to less loaded cores until no move improves (rule 4 of the module doc). With
+    /// Move threads to less loaded cores until no move improves (rule 4 of the module doc). With
     /// `only`, just that core pulls (new-idle balance).
     fn balance(&mut self, view: &View<'_>, only: Option<CoreId>, out: &mut Vec<Placement>) {
         self.ensure_machine(view.topology);
@@ -283,64 +347,139 @@ impl Amps {
             return;
         };
         let power = &machine.power[..];
-        if power.len() != view.cores.len() {
+        let n = power.len();
+        if n != view.cores.len() {
             return;
         }
         let sc = &mut self.scratch;
         sc.fill(view);
-        let mut order: BTreeSet<CoreKey> = (0..power.len()).map(|c| sc.key(power, c)).collect();
-        let max_moves = view.threads.len() + power.len();
+        let mut order: BTreeSet<CoreKey> = (0..n).map(|c| sc.key(power, c)).collect();
+        let mut after_order: BTreeSet<(u64, u32)> = match only {
+            Some(_) => BTreeSet::new(),
+            None => (0..n).map(|c| after_key(&sc.runnable, power, c)).collect(),
+        };
+        let max_moves = view.threads.len() + n;
         let mut moves = 0;
-        let mut dests = Vec::new();
+        let mut candidates: Vec<(u8, CoreKey)> = Vec::new();
         'balance: while moves < max_moves {
-            let max_load = match order.last() {
-                Some(&(l, _, _)) => f64::from_bits(l),
-                None => return,
-            };
-            dests.clear();
-            match only {
-                Some(c) => dests.push(c.index()),
-                None => dests.extend(
-                    order
-                        .iter()
-                        .map(|k| k.2 as usize)
-                        .filter(|&c| !sc.failed[c])
-                        // A destination at or above the top load cannot improve anything.
-                        .take_while(|&c| sc.load(power, c) < max_load),
-                ),
+            if let Some(d) = only {
+                // New-idle balance: `d` pulls from the nearest source it would relieve, the
+                // busiest (then slower) first among equally near ones.
+                let d = d.index();
+                let after = scaled_load(sc.runnable[d] + 1, power[d]);
+                candidates.clear();
+                candidates.extend(order.iter().filter_map(|&k| {
+                    let s = k.2 as usize;
+                    let near = machine.distance(s, d);
+                    (s != d && near < ACROSS_NODES && improves(after, sc.load(power, s)))
+                        .then_some((near, k))
+                }));
+                // Nearest first; within a distance, the greatest key (busiest, slower) first.
+                candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+                let dst = CoreId(d as u32);
+                let found = candidates.iter().find_map(|&(_, k)| {
+                    let s = k.2 as usize;
+                    sc.movable(view, machine.numa, &self.alloc, s, dst)
+                        .map(|m| (s, m))
+                });
+                let Some((s, (t, was_running))) = found else {
+                    return;
+                };
+                sc.apply_keyed(&mut order, power, t, was_running, s, d);
+                out.push(Placement::pin(t, dst));
+                moves += 1;
+                continue 'balance;
             }
-            for &d in &dests {
-                if sc.failed[d] {
+            // Periodic balance: the busiest source (the slower on ties) gives a thread to the
+            // nearest core the move improves, the least loaded (then faster) among equally near.
+            // No source at or below the least load any core would have after a move can shed.
+            let min_after = after_order
+                .first()
+                .map_or(f64::MAX, |&(a, _)| f64::from_bits(a));
+            let mut decision = None;
+            for &(lk, _, sk) in order.iter().rev() {
+                let s = sk as usize;
+                let load = f64::from_bits(lk);
+                if !improves(min_after, load) {
+                    break;
+                }
+                if sc.failed[s] {
                     continue;
                 }
-                let after = scaled_load(sc.runnable[d] + 1, power[d]);
-                let dst = CoreId(d as u32);
-                let found = order
-                    .iter()
-                    .rev()
-                    .map(|k| k.2 as usize)
-                    .filter(|&s| s != d)
-                    .take_while(|&s| after < sc.load(power, s) - LOAD_EPS * after)
-                    .take(MAX_SOURCES_TRIED)
-                    .find_map(|s| {
-                        sc.movable(view, machine.numa, &self.alloc, s, dst)
-                            .map(|m| (s, m))
+                // Nearest class first; within a class the order set's ascending keys are the least
+                // loaded (then faster) cores, so the first that takes the thread is the one.
+                let try_dest = |d: usize, near: u8| {
+                    if d == s || machine.distance(s, d) != near {
+                        return None;
+                    }
+                    let after = scaled_load(sc.runnable[d] + 1, power[d]);
+                    let needed = if near == ACROSS_NODES {
+                        after * NODE_IMBALANCE
+                    } else {
+                        after
+                    };
+                    if !improves(needed, load) {
+                        return None;
+                    }
+                    let dst = CoreId(d as u32);
+                    sc.movable(view, machine.numa, &self.alloc, s, dst)
+                        .map(|m| (dst, m))
+                };
+                // Within the LLC and the node, the few members sorted by key; across nodes, the
+                // whole order set ascending.
+                let mut nearby = |members: &[u32], near: u8| {
+                    candidates.clear();
+                    candidates.extend(members.iter().map(|&d| (near, sc.key(power, d as usize))));
+                    candidates.sort_unstable();
+                    candidates
+                        .iter()
+                        .take_while(|(_, k)| improves(f64::from_bits(k.0), load))
+                        .find_map(|&(_, k)| try_dest(k.2 as usize, near))
+                };
+                let found = machine.llc[s]
+                    .and_then(|l| nearby(&machine.llc_cores[l.index()], 0))
+                    .or_else(|| nearby(&machine.node_cores[machine.node[s].index()], 1))
+                    .or_else(|| {
+                        // Loads ascend and a core's load after a move exceeds its load now, so
+                        // past the first core too loaded to improve, none can.
+                        order
+                            .iter()
+                            .take_while(|k| improves(f64::from_bits(k.0) * NODE_IMBALANCE, load))
+                            .find_map(|&k| try_dest(k.2 as usize, ACROSS_NODES))
                     });
-                if let Some((s, (t, was_running))) = found {
-                    order.remove(&sc.key(power, s));
-                    order.remove(&sc.key(power, d));
-                    sc.apply(t, was_running, s, d);
-                    order.insert(sc.key(power, s));
-                    order.insert(sc.key(power, d));
-                    out.push(Placement::pin(t, dst));
-                    moves += 1;
-                    continue 'balance;
+                match found {
+                    Some((dst, m)) => {
+                        decision = Some((s, dst, m));
+                        break;
+                    }
+                    None => sc.failed[s] = true,
                 }
-                sc.failed[d] = true;
             }
-            break;
+            let Some((s, dst, (t, was_running))) = decision else {
+                break;
+            };
+            for c in [s, dst.index()] {
+                after_order.remove(&after_key(&sc.runnable, power, c));
+            }
+            sc.apply_keyed(&mut order, power, t, was_running, s, dst.index());
+            for c in [s, dst.index()] {
+                after_order.insert(after_key(&sc.runnable, power, c));
+            }
+            out.push(Placement::pin(t, dst));
+            moves += 1;
         }
     }
+}
+
+/// Order key of a core by the scaled load it would have with one more thread.
+fn after_key(runnable: &[u32], power: &[f64], c: usize) -> (u64, u32) {
+    (scaled_load(runnable[c] + 1, power[c]).to_bits(), c as u32)
+}
+
+/// A move to a core whose new scaled load is `after` improves a source of scaled load `load`
+/// only if `after` is strictly less (rule 4).
+fn improves(after: f64, load: f64) -> bool {
+    after < load - LOAD_EPS * after.max(1.0)
 }
 
 impl Policy for Amps {

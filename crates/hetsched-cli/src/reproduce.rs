@@ -1,0 +1,170 @@
+//! `hetsched reproduce`: the papers' experiments on the simulator, the paper's figure beside ours.
+
+use crate::bad_input;
+use crate::report::{esc, histogram_svg};
+use crate::simulate::progress_bar;
+use clap::Args;
+use hetsched_sim::reproduce::{run_experiment, Experiment, EXPERIMENTS};
+use std::fmt::Write;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct ReproduceArgs {
+    /// An experiment name, or `all` (the default). `hetsched reproduce --list` names them.
+    pub experiment: Option<String>,
+    /// List the experiments and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// Print one JSON document on stdout: a list of experiments.
+    #[arg(long)]
+    pub json: bool,
+    /// Write report.html (tables and the paper-style figures) and results.json here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+pub fn run_reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
+    if args.list {
+        for (name, what) in EXPERIMENTS {
+            println!("{name:<20} {what}");
+        }
+        return Ok(());
+    }
+    let which = args.experiment.as_deref().unwrap_or("all");
+    let names: Vec<&str> = if which == "all" {
+        EXPERIMENTS.iter().map(|(n, _)| *n).collect()
+    } else if EXPERIMENTS.iter().any(|(n, _)| *n == which) {
+        vec![which]
+    } else {
+        return Err(bad_input(format!(
+            "reproduce {which:?}: no such experiment (experiments: all, {})",
+            EXPERIMENTS
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    };
+    let mut done = Vec::new();
+    for name in names {
+        eprintln!("reproducing {name} ...");
+        let bar = progress_bar(0);
+        let e = run_experiment(name, &|_, total, label| {
+            bar.set_length(total as u64);
+            bar.set_message(label.to_string());
+            bar.inc(1);
+        })
+        .ok_or_else(|| anyhow::anyhow!("experiment {name} is registered but does not run"))?;
+        bar.finish_and_clear();
+        done.push(e);
+    }
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("--out {}: {e}", dir.display()))?;
+        std::fs::write(
+            dir.join("results.json"),
+            serde_json::to_string_pretty(&done)?,
+        )?;
+        std::fs::write(dir.join("report.html"), report(&done))?;
+        eprintln!("wrote {}", dir.join("report.html").display());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&done)?);
+    } else {
+        for e in &done {
+            print!("{}", table(e));
+        }
+    }
+    Ok(())
+}
+
+fn fmt_value(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(x) if x.abs() >= 1000.0 => format!("{x:.0}"),
+        Some(x) => format!("{x:.3}"),
+    }
+}
+
+/// The human table of one experiment.
+pub fn table(e: &Experiment) -> String {
+    let mut out = format!(
+        "{} · {} · {}\n  {}\n",
+        e.experiment,
+        e.paper,
+        if e.holds { "holds" } else { "DOES NOT HOLD" },
+        e.title
+    );
+    let w = e
+        .rows
+        .iter()
+        .map(|r| r.label.len())
+        .max()
+        .unwrap_or(10)
+        .max(10);
+    let _ = writeln!(
+        out,
+        "  {:<w$} {:>10} {:>10} {:<10} {:<6} note",
+        "row", "paper", "ours", "unit", "holds"
+    );
+    for r in &e.rows {
+        let _ = writeln!(
+            out,
+            "  {:<w$} {:>10} {:>10} {:<10} {:<6} {}",
+            r.label,
+            fmt_value(r.paper_value),
+            fmt_value(Some(r.our_value)),
+            r.unit,
+            match r.holds {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "-",
+            },
+            r.note
+        );
+    }
+    out.push('\n');
+    out
+}
+
+fn report(experiments: &[Experiment]) -> String {
+    let mut html = String::from(
+        "<!doctype html><meta charset=\"utf-8\"><title>hetsched reproduce</title>\
+         <style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}\
+         td,th{padding:2px 8px;text-align:left}.no{color:#b00;font-weight:bold}</style>\
+         <h1>Reproduced experiments</h1>",
+    );
+    for e in experiments {
+        let _ = write!(
+            html,
+            "<h2>{} <small>({})</small></h2><p>{} — <b class=\"{}\">{}</b></p><table><tr><th>row</th><th>paper</th><th>ours</th><th>unit</th><th>holds</th><th>note</th></tr>",
+            esc(&e.experiment),
+            esc(&e.paper),
+            esc(&e.title),
+            if e.holds { "" } else { "no" },
+            if e.holds { "holds" } else { "does not hold" }
+        );
+        for r in &e.rows {
+            let _ = write!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>",
+                esc(&r.label),
+                fmt_value(r.paper_value),
+                fmt_value(Some(r.our_value)),
+                esc(&r.unit),
+                if r.holds == Some(false) { "no" } else { "" },
+                match r.holds {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "-",
+                },
+                esc(&r.note)
+            );
+        }
+        html.push_str("</table>");
+        for h in &e.histograms {
+            html.push_str(&histogram_svg(h));
+        }
+    }
+    html
+}

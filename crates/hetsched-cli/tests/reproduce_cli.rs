@@ -1,0 +1,65 @@
+//! `hetsched reproduce` as a user runs it.
+
+use serde_json::Value;
+mod common;
+
+use common::hetsched;
+
+#[test]
+fn repeatability_json_has_the_contract_fields_and_holds() {
+    let (code, out, err) = hetsched(&["reproduce", "amps-repeatability", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
+    let e = &v[0];
+    assert_eq!(e["experiment"], "amps-repeatability");
+    assert_eq!(e["paper"], "000_4a669650d086bec9.txt");
+    for r in e["rows"].as_array().unwrap() {
+        for k in ["label", "paper_value", "our_value", "unit"] {
+            assert!(r.get(k).is_some(), "row lacks {k}: {r}");
+        }
+    }
+    assert_eq!(e["holds"], true, "{out}");
+}
+
+#[test]
+fn fairness_writes_a_report_with_the_histogram() {
+    let dir = std::env::temp_dir().join(format!("hetsched-repro-{}", std::process::id()));
+    let (code, out, err) =
+        hetsched(&["reproduce", "amps-fairness", "--out", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("amps-fairness") && out.contains("paper"),
+        "{out}"
+    );
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("linux-default") && html.contains("amps"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_names_exit_2_with_one_line() {
+    let (code, _, err) = hetsched(&["reproduce", "amps-nonsense"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("amps-nonsense") && err.contains("amps-smp"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let (code, _, err) = hetsched(&["simulate", "--policy", "amps", "--numa", "sometimes"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("sometimes"), "{err}");
+}
+
+#[test]
+fn list_names_every_experiment() {
+    let (code, out, _) = hetsched(&["reproduce", "--list"]);
+    assert_eq!(code, 0);
+    for e in [
+        "amps-smp",
+        "amps-fairness",
+        "amps-repeatability",
+        "amps-numa",
+    ] {
+        assert!(out.contains(e), "{out}");
+    }
+}

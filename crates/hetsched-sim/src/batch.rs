@@ -1,0 +1,65 @@
+//! Many runs at once: independent simulations spread over the machine's cores, results in job
+//! order (each run is deterministic, so the order of completion changes nothing).
+
+use crate::{simulate, RunResult, SimConfig, Workload};
+use hetsched_core::{Policy, Topology};
+use std::sync::Mutex;
+
+/// One run to do: the policy is built inside the worker (policies are not shared between runs).
+pub struct Job<'a> {
+    pub topology: &'a Topology,
+    pub workload: &'a Workload,
+    pub make_policy: Box<dyn Fn() -> Box<dyn Policy> + Send + Sync + 'a>,
+    pub cfg: SimConfig,
+    /// Shown in progress messages.
+    pub label: String,
+}
+
+/// Run every job on up to `available_parallelism` threads; `progress(done, total, label)` is
+/// called after each run. Results come back in job order.
+pub fn run_jobs(
+    jobs: &[Job<'_>],
+    progress: &(dyn Fn(usize, usize, &str) + Sync),
+) -> Vec<RunResult> {
+    let results: Mutex<Vec<Option<RunResult>>> = Mutex::new(vec![None; jobs.len()]);
+    let next = Mutex::new(0usize);
+    let done = Mutex::new(0usize);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len())
+        .max(1);
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = {
+                    let mut n = next.lock().unwrap_or_else(|e| e.into_inner());
+                    let i = *n;
+                    *n += 1;
+                    i
+                };
+                let Some(job) = jobs.get(i) else {
+                    break;
+                };
+                let r = simulate(
+                    job.topology,
+                    job.workload,
+                    (job.make_policy)(),
+                    job.cfg.clone(),
+                );
+                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                let d = {
+                    let mut d = done.lock().unwrap_or_else(|e| e.into_inner());
+                    *d += 1;
+                    *d
+                };
+                progress(d, jobs.len(), &job.label);
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .flatten()
+        .collect()
+}
