@@ -772,16 +772,7 @@ impl<'a> Simulation<'a> {
             && self.apps[a].arrived >= self.apps[a].live
         {
             // Everyone left is waiting: the exit completes the barrier.
-            let waiting = std::mem::take(&mut self.apps[a].waiting);
-            self.apps[a].arrived = 0;
-            for w in waiting {
-                let w = w as usize;
-                if self.threads[w].exit_after_barrier {
-                    self.finish_exit(w);
-                } else {
-                    self.wake(w);
-                }
-            }
+            self.release_barrier(a);
         }
         if self.apps[a].live == 0 && !self.apps[a].done {
             self.complete_instance(a);
