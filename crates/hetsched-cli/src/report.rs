@@ -9,6 +9,24 @@ use std::fmt::Write;
 /// Gantt charts are drawn for machines up to this many cores.
 pub const GANTT_MAX_CORES: usize = 64;
 
+/// Write `results.json` and `report.html` into `--out DIR` (created if missing), and say where.
+pub fn write_out(
+    dir: &std::path::Path,
+    results: &impl serde::Serialize,
+    html: &str,
+) -> anyhow::Result<()> {
+    let fail = |e: &dyn std::fmt::Display| anyhow::anyhow!("--out {}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(|e| fail(&e))?;
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_string_pretty(results)?,
+    )
+    .map_err(|e| fail(&e))?;
+    std::fs::write(dir.join("report.html"), html).map_err(|e| fail(&e))?;
+    eprintln!("wrote {}", dir.join("report.html").display());
+    Ok(())
+}
+
 pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")

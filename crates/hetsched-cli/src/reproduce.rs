@@ -1,7 +1,7 @@
 //! `hetsched reproduce`: the papers' experiments on the simulator, the paper's figure beside ours.
 
 use crate::bad_input;
-use crate::report::{esc, histogram_svg};
+use crate::report::{esc, histogram_svg, write_out};
 use crate::simulate::progress_bar;
 use clap::Args;
 use hetsched_sim::reproduce::{run_experiment, Experiment, EXPERIMENTS};
@@ -59,14 +59,7 @@ pub fn run_reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
         done.push(e);
     }
     if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| anyhow::anyhow!("--out {}: {e}", dir.display()))?;
-        std::fs::write(
-            dir.join("results.json"),
-            serde_json::to_string_pretty(&done)?,
-        )?;
-        std::fs::write(dir.join("report.html"), report(&done))?;
-        eprintln!("wrote {}", dir.join("report.html").display());
+        write_out(dir, &done, &report(&done))?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&done)?);

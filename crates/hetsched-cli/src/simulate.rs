@@ -356,17 +356,7 @@ pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
         runs,
     };
     if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| anyhow::anyhow!("--out {}: {e}", dir.display()))?;
-        std::fs::write(
-            dir.join("results.json"),
-            serde_json::to_string_pretty(&doc)?,
-        )?;
-        std::fs::write(
-            dir.join("report.html"),
-            report::simulate_report(&doc, &plan.topology),
-        )?;
-        eprintln!("wrote {}", dir.join("report.html").display());
+        report::write_out(dir, &doc, &report::simulate_report(&doc, &plan.topology))?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&doc)?);
