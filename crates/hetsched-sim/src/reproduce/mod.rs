@@ -38,12 +38,8 @@ impl Row {
         note: impl Into<String>,
     ) -> Row {
         Row {
-            label: label.into(),
-            paper_value,
-            our_value,
-            unit: unit.into(),
             holds: Some(holds),
-            note: note.into(),
+            ..Row::info(label, paper_value, our_value, unit, note)
         }
     }
 
