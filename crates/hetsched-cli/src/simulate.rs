@@ -153,7 +153,10 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
         topology,
         workload,
         policies,
-        options: PolicyOptions { numa },
+        options: PolicyOptions {
+            numa,
+            ..Default::default()
+        },
         seeds,
         cfg,
     })
@@ -280,7 +283,11 @@ fn run_all(plan: &Plan) -> Vec<RunResult> {
             workload: &plan.workload,
             label: format!("{p} seed {seed}"),
             make_policy: Box::new(move || {
-                policy_with_options(&p, &plan.options).unwrap_or_else(|| Box::new(LinuxDefault))
+                let options = PolicyOptions {
+                    seed,
+                    ..plan.options
+                };
+                policy_with_options(&p, &options).unwrap_or_else(|| Box::new(LinuxDefault))
             }),
             cfg: SimConfig {
                 seed,

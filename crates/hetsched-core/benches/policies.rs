@@ -6,7 +6,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use hetsched_core::policies::amps::{Amps, AmpsConfig};
 use hetsched_core::presets::machine_preset;
 use hetsched_core::{
-    AppId, CoreId, CoreObs, Counters, CpuSet, Policy, ThreadId, ThreadObs, ThreadState, View,
+    AppId, CoreId, CoreObs, CpuSet, Policy, ThreadId, ThreadObs, ThreadState, View,
 };
 
 fn bench(c: &mut Criterion) {
@@ -20,9 +20,6 @@ fn bench(c: &mut Criterion) {
         let running = cores[core.index()].current.is_none();
         let id = ThreadId(i as u32);
         threads.push(ThreadObs {
-            counters: Counters::default(),
-            id,
-            app: AppId((i / 4) as u32),
             state: if running {
                 ThreadState::Running
             } else {
@@ -30,9 +27,7 @@ fn bench(c: &mut Criterion) {
             },
             cpu: Some(core),
             allowed: CpuSet::single(core),
-            user_allowed: all.clone(),
-            resident_bytes: vec![0; topo.nodes().len()],
-            data_fragment: None,
+            ..ThreadObs::new(id, AppId((i / 4) as u32), all.clone(), topo.nodes().len())
         });
         cores[core.index()].runnable += 1;
         if running {

@@ -11,6 +11,7 @@ pub mod policies;
 pub mod policy;
 pub mod presets;
 pub mod rng;
+pub mod signature;
 pub mod topology;
 
 pub use cpuset::CpuSet;
@@ -18,6 +19,7 @@ pub use ids::{AppId, ClassId, CoreId, LlcId, ModuleId, NodeId, ThreadId};
 pub use input::InputError;
 pub use observe::{CoreObs, Counters, ThreadObs, ThreadState, View};
 pub use policy::{Hint, Placement, Policy};
+pub use signature::Signature;
 pub use topology::{
     Cache, Core, CoreClass, Module, Node, Partition, Topology, TopologyError, TopologySpec,
 };

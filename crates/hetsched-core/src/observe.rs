@@ -4,7 +4,9 @@
 
 use crate::cpuset::CpuSet;
 use crate::ids::{AppId, CoreId, ThreadId};
+use crate::signature::Signature;
 use crate::topology::Topology;
+use std::sync::Arc;
 
 /// Scheduling state of a thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +83,28 @@ pub struct ThreadObs {
     pub resident_bytes: Vec<u64>,
     /// The data fragment the thread works on, when the application says (Pinter section 4).
     pub data_fragment: Option<u64>,
+    /// The thread's architectural signature (HASS section 3), when its binary or the application
+    /// supplied one.
+    pub signature: Option<Arc<Signature>>,
+}
+
+impl ThreadObs {
+    /// A thread that has just appeared: blocked, on no core yet, allowed on `user_allowed`, with
+    /// zero counters, no resident pages on any of `nodes` nodes, no data fragment and no signature.
+    pub fn new(id: ThreadId, app: AppId, user_allowed: CpuSet, nodes: usize) -> Self {
+        ThreadObs {
+            counters: Counters::default(),
+            id,
+            app,
+            state: ThreadState::Blocked,
+            cpu: None,
+            allowed: user_allowed.clone(),
+            user_allowed,
+            resident_bytes: vec![0; nodes],
+            data_fragment: None,
+            signature: None,
+        }
+    }
 }
 
 /// One core as a policy sees it.

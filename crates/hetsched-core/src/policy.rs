@@ -6,6 +6,8 @@
 use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, ThreadId};
 use crate::observe::View;
+use crate::signature::Signature;
+use std::sync::Arc;
 
 /// Where a thread may run from now on. The backend intersects it with the user's mask.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,13 +29,17 @@ impl Placement {
     }
 }
 
-/// A hint from an application (Pinter section 4: the data fragment a thread works on next).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A hint from an application about one of its threads.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Hint {
+    /// The data fragment a thread works on now and next (Pinter section 4).
     DataFragment {
         current: Option<u64>,
         next: Option<u64>,
     },
+    /// The thread's architectural signature, for the task it starts now (HASS section 5,
+    /// "Extension to multithreaded applications": a signature per thread or per task).
+    Signature(Arc<Signature>),
 }
 
 /// A placement policy. The same object runs in the simulator and live.

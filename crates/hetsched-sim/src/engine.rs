@@ -31,8 +31,8 @@ use crate::runqueue::RunQueue;
 use crate::workload::{Phase, PhaseEnd, Workload};
 use hetsched_core::rng::SeededRng;
 use hetsched_core::{
-    AppId, CoreId, CoreObs, Counters, CpuSet, Placement, Policy, ThreadId, ThreadObs, ThreadState,
-    Topology, View,
+    AppId, CoreId, CoreObs, CpuSet, Placement, Policy, ThreadId, ThreadObs, ThreadState, Topology,
+    View,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -146,6 +146,8 @@ pub(crate) struct SimCore {
     eff_ghz: f64,
     cpi_factor: f64,
     fpu_mates: Vec<CoreId>,
+    /// The core's class (index into the topology's classes).
+    class: usize,
 }
 
 /// A workload phase with the values the hot path would otherwise recompute at every dispatch.
@@ -232,6 +234,10 @@ pub struct Simulation<'a> {
     /// Per spec: copies that will never run again.
     copies_done: Vec<u32>,
     completions: Vec<Vec<f64>>,
+    /// CPU time per spec and core class, ns: `[spec * classes + class]` (HASS Table 2).
+    class_ns: Vec<f64>,
+    /// Moves between core classes per spec (HASS Table 3, partition migrations).
+    class_moves: Vec<u64>,
     last_completion_ns: u64,
     need_pick: Vec<u32>,
     /// A thread was queued behind another since the last idle sweep.
@@ -310,6 +316,7 @@ impl<'a> Simulation<'a> {
                     eff_ghz,
                     cpi_factor: class.cpi_factor,
                     fpu_mates,
+                    class: c.class.index(),
                 }
             })
             .collect();
@@ -379,6 +386,8 @@ impl<'a> Simulation<'a> {
             apps: Vec::new(),
             copies_done: vec![0; workload.apps.len()],
             completions: vec![Vec::new(); workload.apps.len()],
+            class_ns: vec![0.0; workload.apps.len() * topo.classes().len()],
+            class_moves: vec![0; workload.apps.len()],
             last_completion_ns: 0,
             need_pick: Vec::new(),
             queued_behind: false,
@@ -582,18 +591,15 @@ impl<'a> Simulation<'a> {
                     ideal_ns: 0.0,
                     exit_after_barrier: false,
                 });
-                let all = self.topo.all_cores();
-                self.obs.push(ThreadObs {
-                    id: ThreadId(id as u32),
-                    app: AppId(app_idx as u32),
-                    state: ThreadState::Blocked,
-                    cpu: None,
-                    allowed: all.clone(),
-                    user_allowed: all,
-                    counters: Counters::default(),
-                    resident_bytes: vec![0; nodes],
-                    data_fragment: group.phases[0].data_fragment.map(|d| d as u64),
-                });
+                let mut obs = ThreadObs::new(
+                    ThreadId(id as u32),
+                    AppId(app_idx as u32),
+                    self.topo.all_cores(),
+                    nodes,
+                );
+                obs.data_fragment = group.phases[0].data_fragment.map(|d| d as u64);
+                obs.signature = Some(group.signature.clone());
+                self.obs.push(obs);
                 self.apps[app_idx].live += 1;
                 // The policy may restrict the thread before it first runs.
                 let placed =
@@ -803,6 +809,10 @@ impl<'a> Simulation<'a> {
             if last != core {
                 self.migrations += 1;
                 self.obs[t].counters.migrations += 1;
+                if self.cores[last.index()].class != self.cores[c].class {
+                    let spec = self.apps[self.threads[t].app].spec;
+                    self.class_moves[spec] += 1;
+                }
             }
         }
         self.threads[t].last_core = Some(core);
@@ -950,14 +960,20 @@ impl<'a> Simulation<'a> {
         t
     }
 
+    /// End the running thread's stretch on `c`: its CPU time goes to its spec's class account,
+    /// and to the Gantt chart when one is recorded.
     fn close_segment(&mut self, c: usize) {
-        if !self.cfg.record_gantt {
-            return;
-        }
         let Some(t) = self.cores[c].current else {
             return;
         };
         let start = self.cores[c].dispatched_at;
+        let spec = self.apps[self.threads[t as usize].app].spec;
+        let classes = self.topo.classes().len();
+        self.class_ns[spec * classes + self.cores[c].class] +=
+            self.now.saturating_sub(start) as f64;
+        if !self.cfg.record_gantt {
+            return;
+        }
         if self.now <= start {
             return;
         }
@@ -1356,12 +1372,19 @@ impl<'a> Simulation<'a> {
     }
 
     fn result(&self, finished: bool, wall_s: f64) -> RunResult {
+        let classes = self.topo.classes().len();
         let apps = self
             .workload
             .apps
             .iter()
             .zip(&self.completions)
-            .map(|(spec, times)| AppResult {
+            .enumerate()
+            .map(|(si, (spec, times))| AppResult {
+                cpu_s_by_class: self.class_ns[si * classes..(si + 1) * classes]
+                    .iter()
+                    .map(|ns| ns / NS_PER_S as f64)
+                    .collect(),
+                class_migrations: self.class_moves[si],
                 name: spec.name.clone(),
                 completion_s: if times.is_empty() {
                     None

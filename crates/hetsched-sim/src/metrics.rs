@@ -14,6 +14,17 @@ pub struct AppResult {
     /// Every completion time, in completion order, s.
     #[serde(skip_serializing)]
     pub completion_times_s: Vec<f64>,
+    /// CPU time of all its instances per core class (topology order), s (HASS Table 2).
+    pub cpu_s_by_class: Vec<f64>,
+    /// Times one of its threads moved to a core of another class (HASS Table 3).
+    pub class_migrations: u64,
+}
+
+impl AppResult {
+    /// CPU time on every class, s.
+    pub fn cpu_s(&self) -> f64 {
+        self.cpu_s_by_class.iter().sum()
+    }
 }
 
 /// How fast the engine ran.

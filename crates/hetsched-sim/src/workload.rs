@@ -6,8 +6,10 @@
 //! cores", AMPS Table 2), so a workload is resolved against a topology by [`Workload::resolve`].
 
 use hetsched_core::machine_file::SizeField;
-use hetsched_core::{InputError, Topology};
+use hetsched_core::signature::{SIGNATURE_INSTRUCTIONS, SIGNATURE_SIZES};
+use hetsched_core::{InputError, Signature, Topology};
 use serde::Deserialize;
+use std::sync::Arc;
 
 /// LLC misses per kilo-instruction as a function of the cache capacity a thread gets.
 #[derive(Clone, Debug, PartialEq)]
@@ -150,6 +152,46 @@ pub struct ThreadSpec {
     pub phases: Vec<Phase>,
     /// How many times the phase list runs.
     pub repeat: u32,
+    /// The architectural signature the threads carry (HASS section 3): given in the workload, or
+    /// profiled from the phases by [`profile_signature`].
+    pub signature: Arc<Signature>,
+}
+
+impl ThreadSpec {
+    /// A thread group carrying the signature profiled from its phases.
+    pub fn new(name: &str, count: u32, phases: Vec<Phase>, repeat: u32) -> Self {
+        let signature = Arc::new(profile_signature(name, &phases, repeat));
+        ThreadSpec {
+            count,
+            phases,
+            repeat,
+            signature,
+        }
+    }
+}
+
+/// The signature an offline profiler would record for a thread running `phases` `repeat` times
+/// (HASS section 3: one signature per program, from a whole run): at each cache size, the misses
+/// per 4096 instructions averaged over the run, weighted by instructions. The simulator's miss
+/// curves do not depend on associativity, so every associativity row is the same.
+pub fn profile_signature(name: &str, phases: &[Phase], repeat: u32) -> Signature {
+    let weight = |p: &Phase| p.instructions * if p.once { 1.0 } else { repeat as f64 };
+    let total: f64 = phases.iter().map(weight).sum();
+    let row: Vec<f64> = SIGNATURE_SIZES
+        .iter()
+        .map(|&size| {
+            let misses: f64 = phases
+                .iter()
+                .map(|p| weight(p) * p.miss.mpki(size as f64))
+                .sum();
+            if total > 0.0 {
+                misses / total * SIGNATURE_INSTRUCTIONS / 1000.0
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    Signature::from_row(name, &row)
 }
 
 /// An application: a process of threads.
@@ -242,6 +284,7 @@ struct FileApp {
 struct FileThreads {
     count: Option<Count>,
     repeat: Option<i64>,
+    signature: Option<Signature>,
     phases: Vec<FilePhase>,
 }
 
@@ -512,10 +555,19 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String
                     end,
                 });
             }
+            let signature = match t.signature {
+                Some(sig) => {
+                    sig.validate()
+                        .map_err(|(f, m)| (tat(&format!("signature.{f}")), m))?;
+                    sig
+                }
+                None => profile_signature(&a.name, &phases, repeat as u32),
+            };
             threads.push(ThreadSpec {
                 count: count as u32,
                 phases,
                 repeat: repeat as u32,
+                signature: Arc::new(signature),
             });
         }
         let app = AppSpec {

@@ -41,11 +41,7 @@ fn single(name: &str, phases: Vec<Phase>) -> Workload {
             arrival_ns: 0,
             restart: false,
             runs: None,
-            threads: vec![ThreadSpec {
-                count: 1,
-                phases,
-                repeat: 1,
-            }],
+            threads: vec![ThreadSpec::new("t", 1, phases, 1)],
             data_fragments: vec![],
         }],
     }
@@ -244,11 +240,7 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
             runs: if restart { Some(2) } else { None },
             threads: groups
                 .into_iter()
-                .map(|(count, phases, repeat)| ThreadSpec {
-                    count,
-                    phases,
-                    repeat,
-                })
+                .map(|(count, phases, repeat)| ThreadSpec::new("t", count, phases, repeat))
                 .collect(),
             data_fragments: vec![256 << 10],
         });
@@ -303,9 +295,10 @@ fn regression_idle_core_with_waiting_thread() {
                 restart: true,
                 runs: Some(2),
                 threads: vec![
-                    ThreadSpec {
-                        count: 4,
-                        phases: vec![Phase {
+                    ThreadSpec::new(
+                        "t",
+                        4,
+                        vec![Phase {
                             instructions: 4645434.509151489,
                             cpi: 1.9997614777236081,
                             miss: MissCurve::Knee {
@@ -321,11 +314,12 @@ fn regression_idle_core_with_waiting_thread() {
                             once: false,
                             end: PhaseEnd::Barrier,
                         }],
-                        repeat: 2,
-                    },
-                    ThreadSpec {
-                        count: 1,
-                        phases: vec![Phase {
+                        2,
+                    ),
+                    ThreadSpec::new(
+                        "t",
+                        1,
+                        vec![Phase {
                             instructions: 11253163.425995914,
                             cpi: 0.5,
                             miss: MissCurve::Knee {
@@ -341,8 +335,8 @@ fn regression_idle_core_with_waiting_thread() {
                             once: false,
                             end: PhaseEnd::Barrier,
                         }],
-                        repeat: 1,
-                    },
+                        1,
+                    ),
                 ],
                 data_fragments: vec![262144],
             },
@@ -352,9 +346,10 @@ fn regression_idle_core_with_waiting_thread() {
                 arrival_ns: 9684258,
                 restart: true,
                 runs: Some(2),
-                threads: vec![ThreadSpec {
-                    count: 4,
-                    phases: vec![
+                threads: vec![ThreadSpec::new(
+                    "t",
+                    4,
+                    vec![
                         Phase {
                             instructions: 3993828.767483713,
                             cpi: 1.0989392982211932,
@@ -404,8 +399,8 @@ fn regression_idle_core_with_waiting_thread() {
                             end: PhaseEnd::Next,
                         },
                     ],
-                    repeat: 1,
-                }],
+                    1,
+                )],
                 data_fragments: vec![262144],
             },
         ],

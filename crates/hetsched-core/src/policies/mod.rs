@@ -2,7 +2,9 @@
 //! [`policy_with_options`]).
 
 pub mod amps;
+pub mod hass;
 pub mod linux_default;
+pub mod partitions;
 
 use crate::policy::Policy;
 use amps::NumaMode;
@@ -17,6 +19,10 @@ pub const POLICIES: &[(&str, &str)] = &[
         "amps",
         "AMPS (Li et al., SC'07): load proportional to core power, faster-core-first, NUMA-aware migration (--numa)",
     ),
+    (
+        "hass",
+        "HASS (Shelepov et al.): partitions per core class, threads matched to classes by their architectural signatures",
+    ),
 ];
 
 /// Settings a user may give policies on the command line; each policy reads the ones it has.
@@ -24,6 +30,8 @@ pub const POLICIES: &[(&str, &str)] = &[
 pub struct PolicyOptions {
     /// AMPS running-thread migration policy (`--numa`); `None`: the paper's default for the machine.
     pub numa: Option<NumaMode>,
+    /// Seed of a policy's own random choices (HASS's partner probing); the run's seed.
+    pub seed: u64,
 }
 
 /// Names of every implemented policy.
@@ -44,6 +52,7 @@ pub fn policy_with_options(name: &str, options: &PolicyOptions) -> Option<Box<dy
             numa: options.numa,
             ..Default::default()
         }))),
+        "hass" => Some(Box::new(hass::Hass::new(options.seed))),
         _ => None,
     }
 }

@@ -129,7 +129,10 @@ fn cfg_for(w: &Workload) -> SimConfig {
 fn amps(numa: Option<NumaMode>) -> PolicyChoice {
     PolicyChoice {
         name: "amps",
-        options: PolicyOptions { numa },
+        options: PolicyOptions {
+            numa,
+            ..Default::default()
+        },
         label: match numa {
             None => "amps".into(),
             Some(m) => format!("amps {m}"),

@@ -148,7 +148,8 @@ pub(crate) fn run_grid(
                     workload: w,
                     label: format!("{} {} seed {seed}", w.name, p.label),
                     make_policy: Box::new(move || {
-                        policy_with_options(p.name, &p.options).expect("a registered policy")
+                        let options = PolicyOptions { seed, ..p.options };
+                        policy_with_options(p.name, &options).expect("a registered policy")
                     }),
                     cfg: SimConfig { seed, ..cfg_for(w) },
                 });

@@ -4,7 +4,7 @@ use super::numa::{high_overhead, running_move_allowed, AllocationPhase, NumaMode
 use super::*;
 use crate::ids::AppId;
 use crate::machine_file::parse_machine;
-use crate::observe::{CoreObs, Counters, ThreadObs};
+use crate::observe::{CoreObs, ThreadObs};
 
 /// One core of `fast_ghz` and `slow` cores of 1 GHz, 1 MiB private LLCs, one node.
 fn smp(fast: &str, slow: &str, fast_ghz: f64) -> Topology {
@@ -103,9 +103,6 @@ impl State {
             .any(|t| t.cpu == Some(CoreId(core)) && t.state == ThreadState::Running);
         let all = self.topo.all_cores();
         self.threads.push(ThreadObs {
-            counters: Counters::default(),
-            id,
-            app: AppId(0),
             state: if busy {
                 ThreadState::Runnable
             } else {
@@ -113,9 +110,7 @@ impl State {
             },
             cpu: Some(CoreId(core)),
             allowed: CpuSet::single(CoreId(core)),
-            user_allowed: all,
-            resident_bytes: vec![0; self.topo.nodes().len()],
-            data_fragment: None,
+            ..ThreadObs::new(id, AppId(0), all, self.topo.nodes().len())
         });
         id
     }
@@ -208,17 +203,8 @@ fn initial_placement_walks_figure_2b() {
         let cores = s.cores();
         let id = ThreadId(s.threads.len() as u32);
         // The backend creates the thread, then asks where it starts.
-        s.threads.push(ThreadObs {
-            counters: Counters::default(),
-            id,
-            app: AppId(0),
-            state: ThreadState::Blocked,
-            cpu: None,
-            allowed: s.topo.all_cores(),
-            user_allowed: s.topo.all_cores(),
-            resident_bytes: vec![0],
-            data_fragment: None,
-        });
+        s.threads
+            .push(ThreadObs::new(id, AppId(0), s.topo.all_cores(), 1));
         let set = amps.on_thread_start(&s.view(&cores), id).unwrap();
         assert_eq!(set.len(), 1);
         let core = set.first().unwrap();
