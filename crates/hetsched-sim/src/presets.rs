@@ -108,4 +108,20 @@ mod tests {
             8_192
         );
     }
+
+    /// The HASS mixes repeat the single-benchmark presets app for app; an edit to one must reach
+    /// the other.
+    #[test]
+    fn hass_mixes_match_the_single_benchmark_presets() {
+        let topo = machine_preset("hass-amd-2-2").unwrap().unwrap();
+        for mix in ["hass-hh-like", "hass-mh-like", "hass-lh-like"] {
+            let w = workload_preset(mix, &topo).unwrap().unwrap();
+            for app in &w.apps {
+                let single = workload_preset(&app.name, &topo).unwrap().unwrap();
+                let want = &single.apps[0];
+                assert_eq!(app.threads, want.threads, "{mix}: {}", app.name);
+                assert_eq!(app.restart, want.restart, "{mix}: {}", app.name);
+            }
+        }
+    }
 }

@@ -3,6 +3,7 @@
 
 pub mod amps;
 pub mod hass;
+pub mod ipc_driven;
 pub mod linux_default;
 pub mod partitions;
 
@@ -22,6 +23,10 @@ pub const POLICIES: &[(&str, &str)] = &[
     (
         "hass",
         "HASS (Shelepov et al.): partitions per core class, threads matched to classes by their architectural signatures",
+    ),
+    (
+        "ipc-driven",
+        "IPC-driven (Becchi and Crowley, as implemented in the HASS paper): IPC ratios from forced migrations, swaps across classes",
     ),
 ];
 
@@ -53,6 +58,7 @@ pub fn policy_with_options(name: &str, options: &PolicyOptions) -> Option<Box<dy
             ..Default::default()
         }))),
         "hass" => Some(Box::new(hass::Hass::new(options.seed))),
+        "ipc-driven" => Some(Box::new(ipc_driven::IpcDriven::new())),
         _ => None,
     }
 }
