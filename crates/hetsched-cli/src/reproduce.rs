@@ -4,7 +4,7 @@ use crate::bad_input;
 use crate::report::{esc, histogram_svg, write_out};
 use crate::simulate::progress_bar;
 use clap::Args;
-use hetsched_sim::reproduce::{run_experiment, Experiment, EXPERIMENTS};
+use hetsched_sim::reproduce::{experiments, run_experiment, Experiment};
 use std::fmt::Write;
 use std::path::PathBuf;
 
@@ -25,21 +25,20 @@ pub struct ReproduceArgs {
 
 pub fn run_reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     if args.list {
-        for (name, what) in EXPERIMENTS {
+        for (name, what) in experiments() {
             println!("{name:<20} {what}");
         }
         return Ok(());
     }
     let which = args.experiment.as_deref().unwrap_or("all");
     let names: Vec<&str> = if which == "all" {
-        EXPERIMENTS.iter().map(|(n, _)| *n).collect()
-    } else if EXPERIMENTS.iter().any(|(n, _)| *n == which) {
+        experiments().map(|(n, _)| *n).collect()
+    } else if experiments().any(|(n, _)| *n == which) {
         vec![which]
     } else {
         return Err(bad_input(format!(
             "reproduce {which:?}: no such experiment (experiments: all, {})",
-            EXPERIMENTS
-                .iter()
+            experiments()
                 .map(|(n, _)| *n)
                 .collect::<Vec<_>>()
                 .join(", ")

@@ -594,7 +594,7 @@ impl<'a> Simulation<'a> {
                 let mut obs = ThreadObs::new(
                     ThreadId(id as u32),
                     AppId(app_idx as u32),
-                    self.topo.all_cores(),
+                    spec.cpus.clone().unwrap_or_else(|| self.topo.all_cores()),
                     nodes,
                 );
                 obs.data_fragment = group.phases[0].data_fragment.map(|d| d as u64);

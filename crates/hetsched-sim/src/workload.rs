@@ -7,7 +7,7 @@
 
 use hetsched_core::machine_file::SizeField;
 use hetsched_core::signature::{SIGNATURE_INSTRUCTIONS, SIGNATURE_SIZES};
-use hetsched_core::{InputError, Signature, Topology};
+use hetsched_core::{CpuSet, InputError, Signature, Topology};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -209,6 +209,8 @@ pub struct AppSpec {
     pub threads: Vec<ThreadSpec>,
     /// Sizes of the app's data fragments, bytes.
     pub data_fragments: Vec<u64>,
+    /// The CPUs its threads may use (the user's affinity mask, as `taskset` sets it); `None`: all.
+    pub cpus: Option<CpuSet>,
 }
 
 impl AppSpec {
@@ -276,6 +278,7 @@ struct FileApp {
     runs: Option<i64>,
     #[serde(default)]
     data_fragments: Vec<SizeField>,
+    cpus: Option<String>,
     threads: Vec<FileThreads>,
 }
 
@@ -570,7 +573,26 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String
                 signature: Arc::new(signature),
             });
         }
+        let cpus = match &a.cpus {
+            None => None,
+            Some(list) => {
+                let set = CpuSet::parse_list(list).map_err(|e| (at("cpus"), e))?;
+                if set.is_empty() {
+                    return Err((at("cpus"), "must name at least one CPU".into()));
+                }
+                if let Some(last) = set.iter().last() {
+                    if last.index() >= cores {
+                        return Err((
+                            at("cpus"),
+                            format!("CPU {} is not on this machine ({cores} cores)", last.0),
+                        ));
+                    }
+                }
+                Some(set)
+            }
+        };
         let app = AppSpec {
+            cpus,
             name: a.name,
             copies: copies as u32,
             arrival_ns: (a.arrival_s * 1e9) as u64,

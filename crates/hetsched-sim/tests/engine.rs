@@ -43,6 +43,7 @@ fn single(name: &str, phases: Vec<Phase>) -> Workload {
             runs: None,
             threads: vec![ThreadSpec::new("t", 1, phases, 1)],
             data_fragments: vec![],
+            cpus: None,
         }],
     }
 }
@@ -243,6 +244,7 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
                 .map(|(count, phases, repeat)| ThreadSpec::new("t", count, phases, repeat))
                 .collect(),
             data_fragments: vec![256 << 10],
+            cpus: None,
         });
     proptest::collection::vec(app, 1..4).prop_map(|apps| Workload {
         name: "random".into(),
@@ -339,6 +341,7 @@ fn regression_idle_core_with_waiting_thread() {
                     ),
                 ],
                 data_fragments: vec![262144],
+                cpus: None,
             },
             AppSpec {
                 name: "app".into(),
@@ -402,6 +405,7 @@ fn regression_idle_core_with_waiting_thread() {
                     1,
                 )],
                 data_fragments: vec![262144],
+                cpus: None,
             },
         ],
     };

@@ -1,0 +1,506 @@
+//! Static assignments of applications to CPU partitions, the `static-best` oracle, and the two
+//! composite metrics HASS is compared with (HASS section 5).
+//!
+//! - A **static assignment** binds every copy of every application to one partition for the whole
+//!   run (restarted instances keep their copy's partition), the way the paper bound benchmarks to a
+//!   core type. It is simulated as a workload whose copies carry CPU masks, under the
+//!   `linux-default` balancer.
+//! - Partitions get threads in proportion to their cores (exactly one per core when there are as
+//!   many threads as cores, as in the paper's experiments); copies of one application are
+//!   interchangeable, so an assignment is how many copies of each application each partition holds.
+//! - **`static-best`** simulates every such assignment and keeps the best: the lowest geometric
+//!   mean over applications of mean completion time ("obtained by testing all possible ones and
+//!   picking the one with the best performance"). It refuses instances with more than
+//!   [`STATIC_BEST_MAX_ASSIGNMENTS`] assignments, as the paper did not report one for AMD-4,4,2,2
+//!   "due to a large search space".
+//! - The **default metric** of an application: the average, weighted by the share of cores of each
+//!   class, of its completion time when bound to that class ("expected completion time of a
+//!   benchmark if it randomly binds to a core at the start and never switches"). The **ideal-RR**
+//!   metric: the completion time when its time on each class is proportional to that class's
+//!   cores, `1 / Σ_k (w_k / T_k)`. The per-class times come from the static-assignment runs, which
+//!   keep the experiment's load.
+
+use crate::batch::{run_jobs, Job};
+use crate::metrics::{AppResult, RunResult};
+use crate::workload::{AppSpec, Workload};
+use crate::SimConfig;
+use hetsched_core::policies::linux_default::LinuxDefault;
+use hetsched_core::policies::partitions::Partitions;
+use hetsched_core::rng::SeededRng;
+use hetsched_core::Topology;
+use std::collections::BTreeSet;
+use thiserror::Error;
+
+/// Most static assignments `static-best` simulates (each is a full run). Our limit: 256 runs of a
+/// 16-core experiment take seconds; AMD-12,4 with four copies of four benchmarks has 35.
+pub const STATIC_BEST_MAX_ASSIGNMENTS: usize = 256;
+
+/// Why static assignments cannot be made for a workload.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum StaticError {
+    #[error("static-best binds single-threaded applications to partitions; {app:?} has {threads} threads")]
+    MultiThreaded { app: String, threads: u32 },
+    #[error("static-best: {count} static assignments of this workload to the {partitions} partitions of this machine exceed the limit of {limit} (each is a full simulation)")]
+    TooMany {
+        count: String,
+        partitions: usize,
+        limit: usize,
+    },
+}
+
+/// How many copies of each application (workload order) each partition (fastest first) holds.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Assignment {
+    pub copies: Vec<Vec<u32>>,
+}
+
+/// The machine's partitions (as HASS forms them) and how many bound threads each takes.
+pub fn partitions_and_quotas(topo: &Topology, threads: u32) -> (Partitions, Vec<u32>) {
+    let parts = Partitions::new(topo);
+    let total: u32 = (0..parts.len()).map(|p| parts.size(p)).sum();
+    let mut quotas: Vec<u32> = (0..parts.len())
+        .map(|p| (threads as u64 * parts.size(p) as u64 / total.max(1) as u64) as u32)
+        .collect();
+    // What rounding left over goes to the fastest partitions first.
+    let mut left = threads - quotas.iter().sum::<u32>();
+    for q in quotas.iter_mut() {
+        if left == 0 {
+            break;
+        }
+        *q += 1;
+        left -= 1;
+    }
+    (parts, quotas)
+}
+
+fn check_single_threaded(workload: &Workload) -> Result<(), StaticError> {
+    match workload.apps.iter().find(|a| a.num_threads() != 1) {
+        Some(a) => Err(StaticError::MultiThreaded {
+            app: a.name.clone(),
+            threads: a.num_threads(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Every static assignment, or an error when there are more than `limit`.
+pub fn assignments(
+    topo: &Topology,
+    workload: &Workload,
+    limit: usize,
+) -> Result<Vec<Assignment>, StaticError> {
+    check_single_threaded(workload)?;
+    let copies: Vec<u32> = workload.apps.iter().map(|a| a.copies).collect();
+    let (parts, quotas) = partitions_and_quotas(topo, copies.iter().sum());
+    let mut out = Vec::new();
+    let mut current = vec![vec![0; parts.len()]; copies.len()];
+    let complete = enumerate(
+        &copies,
+        0,
+        &mut quotas.clone(),
+        &mut current,
+        &mut out,
+        limit,
+    );
+    if !complete {
+        return Err(StaticError::TooMany {
+            count: format!("more than {limit}"),
+            partitions: parts.len(),
+            limit,
+        });
+    }
+    Ok(out)
+}
+
+/// Fill app `a`'s row and recurse; false when the limit was passed.
+fn enumerate(
+    copies: &[u32],
+    a: usize,
+    room: &mut Vec<u32>,
+    current: &mut Vec<Vec<u32>>,
+    out: &mut Vec<Assignment>,
+    limit: usize,
+) -> bool {
+    if a == copies.len() {
+        if room.iter().all(|&r| r == 0) {
+            if out.len() >= limit {
+                return false;
+            }
+            out.push(Assignment {
+                copies: current.clone(),
+            });
+        }
+        return true;
+    }
+    split(copies, a, 0, copies[a], room, current, out, limit)
+}
+
+/// Put `left` copies of app `a` into partitions `p..`.
+#[allow(clippy::too_many_arguments)]
+fn split(
+    copies: &[u32],
+    a: usize,
+    p: usize,
+    left: u32,
+    room: &mut Vec<u32>,
+    current: &mut Vec<Vec<u32>>,
+    out: &mut Vec<Assignment>,
+    limit: usize,
+) -> bool {
+    if p == room.len() {
+        return left > 0 || enumerate(copies, a + 1, room, current, out, limit);
+    }
+    for k in (0..=left.min(room[p])).rev() {
+        room[p] -= k;
+        current[a][p] = k;
+        let ok = split(copies, a, p + 1, left - k, room, current, out, limit);
+        room[p] += k;
+        current[a][p] = 0;
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+/// Up to `n` distinct static assignments drawn at random (seeded): each copy in a random order
+/// fills the partitions' quotas in turn. For instances too large to search.
+pub fn sample_assignments(
+    topo: &Topology,
+    workload: &Workload,
+    n: usize,
+    seed: u64,
+) -> Result<Vec<Assignment>, StaticError> {
+    check_single_threaded(workload)?;
+    let copies: Vec<u32> = workload.apps.iter().map(|a| a.copies).collect();
+    let (parts, quotas) = partitions_and_quotas(topo, copies.iter().sum());
+    let slots: Vec<usize> = copies
+        .iter()
+        .enumerate()
+        .flat_map(|(a, &c)| std::iter::repeat_n(a, c as usize))
+        .collect();
+    let mut rng = SeededRng::new(seed);
+    let mut seen = BTreeSet::new();
+    for _ in 0..n * 20 {
+        if seen.len() >= n {
+            break;
+        }
+        let mut order = slots.clone();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        let mut m = vec![vec![0; parts.len()]; copies.len()];
+        let mut it = order.into_iter();
+        for (p, &q) in quotas.iter().enumerate() {
+            for a in it.by_ref().take(q as usize) {
+                m[a][p] += 1;
+            }
+        }
+        seen.insert(Assignment { copies: m });
+    }
+    Ok(seen.into_iter().collect())
+}
+
+/// The workload with every copy bound to its partition: one app entry per copy, with the CPU mask
+/// of its partition. `binding[i]` is the partition of entry `i` (for [`per_class_times`]).
+pub fn bind(topo: &Topology, workload: &Workload, a: &Assignment) -> (Workload, Vec<usize>) {
+    let (parts, _) = partitions_and_quotas(topo, 0);
+    let mut apps = Vec::new();
+    let mut binding = Vec::new();
+    for (spec, row) in workload.apps.iter().zip(&a.copies) {
+        for (p, &k) in row.iter().enumerate() {
+            for _ in 0..k {
+                apps.push(AppSpec {
+                    copies: 1,
+                    cpus: Some(parts.cores(p).clone()),
+                    ..spec.clone()
+                });
+                binding.push(p);
+            }
+        }
+    }
+    (
+        Workload {
+            name: workload.name.clone(),
+            description: workload.description.clone(),
+            apps,
+        },
+        binding,
+    )
+}
+
+/// A run of a bound workload folded back onto the original workload's apps (copies pooled).
+pub fn fold_copies(workload: &Workload, run: &RunResult) -> RunResult {
+    let classes = run.apps.first().map_or(0, |a| a.cpu_s_by_class.len());
+    let apps = workload
+        .apps
+        .iter()
+        .map(|spec| {
+            let mine: Vec<&AppResult> = run.apps.iter().filter(|a| a.name == spec.name).collect();
+            let times: Vec<f64> = mine
+                .iter()
+                .flat_map(|a| a.completion_times_s.iter().copied())
+                .collect();
+            AppResult {
+                name: spec.name.clone(),
+                completion_s: (!times.is_empty())
+                    .then(|| times.iter().sum::<f64>() / times.len() as f64),
+                completions: times.len() as u64,
+                completion_times_s: times,
+                cpu_s_by_class: (0..classes)
+                    .map(|k| mine.iter().map(|a| a.cpu_s_by_class[k]).sum())
+                    .collect(),
+                class_migrations: mine.iter().map(|a| a.class_migrations).sum(),
+            }
+        })
+        .collect();
+    RunResult {
+        apps,
+        ..run.clone()
+    }
+}
+
+/// Geometric mean over apps of mean completion time (lower is better); infinite when an app
+/// never completed.
+pub fn completion_geomean(run: &RunResult) -> f64 {
+    let logs: Vec<f64> = run
+        .apps
+        .iter()
+        .map(|a| a.completion_s.map_or(f64::INFINITY, f64::ln))
+        .collect();
+    (logs.iter().sum::<f64>() / logs.len().max(1) as f64).exp()
+}
+
+/// Every static assignment simulated, and which is best.
+#[derive(Clone, Debug)]
+pub struct StaticRuns {
+    pub assignments: Vec<Assignment>,
+    /// Per assignment: the run folded onto the original apps.
+    pub runs: Vec<RunResult>,
+    /// Per assignment: the raw run of the bound workload and each entry's partition.
+    pub bound: Vec<(RunResult, Vec<usize>)>,
+    /// Index of the best assignment.
+    pub best: usize,
+}
+
+/// Simulate every assignment of `list` with the baseline balancer inside the masks.
+pub fn run_assignments(
+    topo: &Topology,
+    workload: &Workload,
+    list: Vec<Assignment>,
+    cfg: &SimConfig,
+    progress: &(dyn Fn(usize, usize, &str) + Sync),
+) -> StaticRuns {
+    let bound: Vec<(Workload, Vec<usize>)> = list.iter().map(|a| bind(topo, workload, a)).collect();
+    let jobs: Vec<Job<'_>> = bound
+        .iter()
+        .enumerate()
+        .map(|(i, (w, _))| Job {
+            topology: topo,
+            workload: w,
+            make_policy: Box::new(|| Box::new(LinuxDefault)),
+            cfg: cfg.clone(),
+            label: format!(
+                "{} static assignment {}/{}",
+                workload.name,
+                i + 1,
+                list.len()
+            ),
+        })
+        .collect();
+    let raw = run_jobs(&jobs, progress);
+    drop(jobs);
+    let runs: Vec<RunResult> = raw
+        .iter()
+        .map(|r| {
+            let mut f = fold_copies(workload, r);
+            f.policy = "static-best".into();
+            f
+        })
+        .collect();
+    let best = (0..runs.len())
+        .min_by(|&a, &b| completion_geomean(&runs[a]).total_cmp(&completion_geomean(&runs[b])))
+        .unwrap_or(0);
+    StaticRuns {
+        assignments: list,
+        runs,
+        bound: raw
+            .into_iter()
+            .zip(bound.into_iter().map(|(_, b)| b))
+            .collect(),
+        best,
+    }
+}
+
+/// Mean completion time of each app (workload order) bound to each class (topology order), pooled
+/// over every static run; `None` where no copy bound to that class completed.
+pub fn per_class_times(
+    topo: &Topology,
+    workload: &Workload,
+    runs: &StaticRuns,
+) -> Vec<Vec<Option<f64>>> {
+    let (parts, _) = partitions_and_quotas(topo, 0);
+    let classes = topo.classes().len();
+    let mut sums = vec![vec![(0.0, 0u64); classes]; workload.apps.len()];
+    for (run, binding) in &runs.bound {
+        for (entry, &p) in run.apps.iter().zip(binding) {
+            let Some(a) = workload.apps.iter().position(|s| s.name == entry.name) else {
+                continue;
+            };
+            let k = parts.class(p).index();
+            for t in &entry.completion_times_s {
+                sums[a][k].0 += t;
+                sums[a][k].1 += 1;
+            }
+        }
+    }
+    sums.into_iter()
+        .map(|row| {
+            row.into_iter()
+                .map(|(s, n)| (n > 0).then(|| s / n as f64))
+                .collect()
+        })
+        .collect()
+}
+
+/// Share of the machine's cores in each class (topology order): the default metric's weights.
+pub fn class_weights(topo: &Topology) -> Vec<f64> {
+    let n = topo.num_cores() as f64;
+    (0..topo.classes().len())
+        .map(|k| topo.class_cores(hetsched_core::ClassId(k as u32)).len() as f64 / n)
+        .collect()
+}
+
+/// The default metric (HASS section 5): `Σ_k w_k T_k` over classes with cores.
+pub fn default_metric(times: &[Option<f64>], weights: &[f64]) -> Option<f64> {
+    let mut sum = 0.0;
+    for (t, &w) in times.iter().zip(weights) {
+        if w > 0.0 {
+            sum += w * (*t)?;
+        }
+    }
+    Some(sum)
+}
+
+/// The ideal-RR metric (HASS section 5): time on each class proportional to its cores, so the
+/// completion time is `1 / Σ_k (w_k / T_k)`.
+pub fn ideal_rr_metric(times: &[Option<f64>], weights: &[f64]) -> Option<f64> {
+    let mut rate = 0.0;
+    for (t, &w) in times.iter().zip(weights) {
+        if w > 0.0 {
+            rate += w / (*t)?;
+        }
+    }
+    (rate > 0.0).then(|| 1.0 / rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::presets::workload_preset;
+    use hetsched_core::presets::machine_preset;
+
+    fn machine(name: &str) -> Topology {
+        machine_preset(name).unwrap().unwrap()
+    }
+
+    fn hh_times(copies: u32, topo: &Topology) -> Workload {
+        let mut w = workload_preset("hass-hh-like", topo).unwrap().unwrap();
+        for a in &mut w.apps {
+            a.copies = copies;
+        }
+        w
+    }
+
+    #[test]
+    fn metrics_follow_section_5() {
+        // Half the cores fast: 10 s bound fast, 20 s bound slow.
+        let t = [Some(10.0), Some(20.0)];
+        let w = [0.5, 0.5];
+        assert_eq!(default_metric(&t, &w), Some(15.0));
+        // Half the time on each: rate 0.5/10 + 0.5/20 = 0.075 per s.
+        assert!((ideal_rr_metric(&t, &w).unwrap() - 1.0 / 0.075).abs() < 1e-12);
+        // A quarter fast (AMD-12,4).
+        let w = [0.25, 0.75];
+        assert_eq!(default_metric(&t, &w), Some(17.5));
+        assert!((ideal_rr_metric(&t, &w).unwrap() - 1.0 / (0.025 + 0.0375)).abs() < 1e-12);
+        // A class never measured: no metric.
+        assert_eq!(default_metric(&[Some(1.0), None], &[0.5, 0.5]), None);
+        // ideal-RR is never worse than default (harmonic <= arithmetic mean).
+        assert!(ideal_rr_metric(&t, &w).unwrap() <= default_metric(&t, &w).unwrap());
+    }
+
+    #[test]
+    fn assignments_of_hh_on_amd_2_2_are_the_six_pairs() {
+        let topo = machine("hass-amd-2-2");
+        let w = hh_times(1, &topo);
+        let list = assignments(&topo, &w, 1000).unwrap();
+        // Choose which 2 of the 4 benchmarks get the fast partition: C(4, 2) = 6.
+        assert_eq!(list.len(), 6);
+        for a in &list {
+            assert_eq!(a.copies.iter().map(|r| r[0]).sum::<u32>(), 2);
+            assert!(a.copies.iter().all(|r| r.iter().sum::<u32>() == 1));
+        }
+    }
+
+    #[test]
+    fn assignments_of_four_copies_on_amd_12_4_and_the_limit() {
+        let topo = machine("hass-amd-12-4");
+        let w = hh_times(4, &topo);
+        // Copies of a benchmark are alike: split 4 fast cores among 4 benchmarks of 4 copies each,
+        // the compositions of 4 into 4 parts: C(7, 3) = 35.
+        assert_eq!(assignments(&topo, &w, 1000).unwrap().len(), 35);
+        let err = assignments(&topo, &w, 10).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "static-best: more than 10 static assignments of this workload to the 2 partitions of this machine exceed the limit of 10 (each is a full simulation)"
+        );
+        let sampled = sample_assignments(&topo, &w, 10, 1).unwrap();
+        assert_eq!(sampled.len(), 10);
+        assert!(sampled
+            .iter()
+            .all(|a| a.copies.iter().map(|r| r[0]).sum::<u32>() == 4));
+    }
+
+    #[test]
+    fn multi_threaded_apps_are_refused() {
+        let topo = machine("amps-smp");
+        let w = workload_preset("omp-ammp-like", &topo).unwrap().unwrap();
+        assert!(matches!(
+            assignments(&topo, &w, 10),
+            Err(StaticError::MultiThreaded { .. })
+        ));
+    }
+
+    #[test]
+    fn bound_copies_run_only_in_their_partition_and_fold_back() {
+        let topo = machine("hass-amd-2-2");
+        let w = hh_times(1, &topo);
+        let list = assignments(&topo, &w, 100).unwrap();
+        let cfg = SimConfig {
+            duration_ns: 60_000_000_000,
+            ..Default::default()
+        };
+        let runs = run_assignments(&topo, &w, list, &cfg, &|_, _, _| {});
+        for (a, run) in runs.assignments.iter().zip(&runs.runs) {
+            for (row, app) in a.copies.iter().zip(&run.apps) {
+                // Bound fast (partition 0 = class "fast", index 0): all CPU time there.
+                let fast_class = 0;
+                let on_fast = app.cpu_s_by_class[fast_class];
+                if row[0] == 1 {
+                    assert!((on_fast - app.cpu_s()).abs() < 1e-9, "{}", app.name);
+                } else {
+                    assert_eq!(on_fast, 0.0, "{}", app.name);
+                }
+            }
+        }
+        // The CPU-bound pair on the fast cores is the best of the six.
+        let best = &runs.assignments[runs.best];
+        assert_eq!(best.copies[0][0] + best.copies[1][0], 2, "{best:?}");
+        let times = per_class_times(&topo, &w, &runs);
+        // sixtrack-like: CPU-bound, about twice as fast on a core twice as fast.
+        let six = &times[0];
+        let r = six[1].unwrap() / six[0].unwrap();
+        assert!(r > 1.8 && r < 2.05, "{r}");
+    }
+}
