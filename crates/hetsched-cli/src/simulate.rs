@@ -12,6 +12,9 @@ use hetsched_sim::batch::{run_jobs, Job};
 use hetsched_sim::engine::NS_PER_S;
 use hetsched_sim::metrics::speedup;
 use hetsched_sim::presets::{workload_names, workload_preset, DEFAULT_WORKLOAD, WORKLOAD_PRESETS};
+use hetsched_sim::static_best::{
+    assignments, run_assignments, Assignment, STATIC_BEST_MAX_ASSIGNMENTS,
+};
 use hetsched_sim::{RunResult, SimConfig, Workload};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -33,7 +36,9 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub workload: Option<String>,
     /// Policies to compare, comma-separated (default: every implemented policy). The baseline
-    /// linux-default always runs, for the speedups.
+    /// linux-default always runs, for the speedups. `static-best` (the HASS paper's oracle: every
+    /// static assignment of single-threaded apps to core-class partitions simulated, the best
+    /// kept) runs only when named.
     #[arg(long, value_delimiter = ',')]
     pub policy: Vec<String>,
     /// AMPS running-thread migration policy: always, same-node or rss (default: rss on NUMA
@@ -72,7 +77,12 @@ struct Plan {
     options: PolicyOptions,
     seeds: Vec<u64>,
     cfg: SimConfig,
+    /// Every static assignment, when `static-best` was asked for.
+    static_assignments: Option<Vec<Assignment>>,
 }
+
+/// The oracle's CLI name (HASS section 5, best static assignment).
+pub const STATIC_BEST: &str = "static-best";
 
 pub fn resolve_workload(spec: &str, topo: &Topology) -> anyhow::Result<Workload> {
     if let Some(w) = workload_preset(spec, topo) {
@@ -99,9 +109,9 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
             .collect()
     };
     for p in &policies {
-        if policy_by_name(p).is_none() {
+        if policy_by_name(p).is_none() && p != STATIC_BEST {
             return Err(bad_input(format!(
-                "--policy {p:?}: unknown policy (implemented: {})",
+                "--policy {p:?}: unknown policy (implemented: {}, {STATIC_BEST})",
                 policy_names().collect::<Vec<_>>().join(", ")
             )));
         }
@@ -149,7 +159,16 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
         check_invariants: args.check,
     };
     let seeds = (0..args.seeds as u64).map(|i| args.seed + i).collect();
+    let static_assignments = if policies.iter().any(|p| p == STATIC_BEST) {
+        Some(
+            assignments(&topology, &workload, STATIC_BEST_MAX_ASSIGNMENTS)
+                .map_err(|e| bad_input(format!("--policy {STATIC_BEST}: {e}")))?,
+        )
+    } else {
+        None
+    };
     Ok(Plan {
+        static_assignments,
         topology,
         workload,
         policies,
@@ -274,9 +293,11 @@ fn summarize(
 
 /// Run every (policy, seed) pair, in parallel on the machine's cores; results in plan order.
 fn run_all(plan: &Plan) -> Vec<RunResult> {
-    let jobs: Vec<Job<'_>> = plan
-        .policies
+    let statics = plan.static_assignments.as_ref().map_or(0, Vec::len);
+    let policies: Vec<&String> = plan.policies.iter().filter(|p| *p != STATIC_BEST).collect();
+    let jobs: Vec<Job<'_>> = policies
         .iter()
+        .map(|p| (*p).clone())
         .flat_map(|p| plan.seeds.iter().map(move |&s| (p.clone(), s)))
         .map(|(p, seed)| Job {
             topology: &plan.topology,
@@ -295,13 +316,30 @@ fn run_all(plan: &Plan) -> Vec<RunResult> {
             },
         })
         .collect();
-    let bar = progress_bar(jobs.len());
-    let runs = run_jobs(&jobs, &|_, _, label| {
+    let bar = progress_bar(jobs.len() + statics * plan.seeds.len());
+    let tick = |_: usize, _: usize, label: &str| {
         bar.set_message(label.to_string());
         bar.inc(1);
-    });
+    };
+    let mut runs = run_jobs(&jobs, &tick).into_iter();
+    let mut out = Vec::new();
+    for p in &plan.policies {
+        if p != STATIC_BEST {
+            out.extend(runs.by_ref().take(plan.seeds.len()));
+            continue;
+        }
+        for &seed in &plan.seeds {
+            let list = plan.static_assignments.clone().unwrap_or_default();
+            let cfg = SimConfig {
+                seed,
+                ..plan.cfg.clone()
+            };
+            let found = run_assignments(&plan.topology, &plan.workload, list, &cfg, &tick);
+            out.push(found.runs[found.best].clone());
+        }
+    }
     bar.finish_and_clear();
-    runs
+    out
 }
 
 /// A progress bar on stderr for `n` runs.

@@ -739,4 +739,59 @@ barrier = true
             );
         }
     }
+
+    #[test]
+    fn signatures_are_profiled_from_the_phases_or_given() {
+        let w = Workload::parse(GOOD, "w.toml", &smp()).unwrap();
+        let sig = &w.apps[0].threads[0].signature;
+        // The knee: 20 misses per kilo-instruction at 16 KiB = 81.92 per 4096, 1 beyond 8 MiB.
+        assert!((sig.misses_at(16 << 10, 8) - 20.0 * 4.096).abs() < 1e-9);
+        assert!((sig.misses_at(16 << 20, 8) - 4.096).abs() < 1e-9);
+        // Two phases of equal instructions: the average.
+        let two = GOOD.replace(
+            "barrier = true\n",
+            "barrier = true\n[[apps.threads.phases]]\ninstructions = 1e8\ncpi = 1.0\n",
+        );
+        let w2 = Workload::parse(&two, "w.toml", &smp()).unwrap();
+        let s2 = &w2.apps[0].threads[0].signature;
+        assert!((s2.misses_at(16 << 10, 8) - 10.0 * 4.096).abs() < 1e-9);
+        // Given in the file.
+        let given = GOOD.replace(
+            "repeat = 3\n",
+            "repeat = 3\nsignature = { misses_per_4096 = [[427, 1], [427, 1]], assoc = [4, 8], sizes_bytes = [262144, 16777216] }\n",
+        );
+        let w3 = Workload::parse(&given, "w.toml", &smp()).unwrap();
+        assert_eq!(
+            w3.apps[0].threads[0].signature.misses_at(256 << 10, 4),
+            427.0
+        );
+        let bad = given.replace("[427, 1], [427, 1]", "[427, 1]");
+        assert_eq!(
+            Workload::parse(&bad, "w.toml", &smp()).unwrap_err().to_string(),
+            "w.toml: apps[0].threads[0].signature.misses_per_4096: needs one row per associativity (2), got 1"
+        );
+    }
+
+    #[test]
+    fn app_cpu_masks_are_checked_against_the_machine() {
+        let on = |cpus: &str| {
+            GOOD.replacen(
+                "name = \"omp\"\n",
+                &format!("name = \"omp\"\ncpus = \"{cpus}\"\n"),
+                1,
+            )
+        };
+        let w = Workload::parse(&on("2-3"), "w.toml", &smp()).unwrap();
+        assert_eq!(w.apps[0].cpus.as_ref().unwrap().to_list(), "2-3");
+        assert_eq!(
+            Workload::parse(&on("6-9"), "w.toml", &smp())
+                .unwrap_err()
+                .to_string(),
+            "w.toml: apps[0].cpus: CPU 9 is not on this machine (8 cores)"
+        );
+        assert!(Workload::parse(&on("x"), "w.toml", &smp())
+            .unwrap_err()
+            .to_string()
+            .starts_with("w.toml: apps[0].cpus: "));
+    }
 }
