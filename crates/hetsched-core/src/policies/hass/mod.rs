@@ -92,6 +92,9 @@ pub struct Hass {
     /// Runnable threads per partition, valid at `counts_at`.
     counts: Vec<u32>,
     counts_at: Option<u64>,
+    /// Runnable threads per partition as of `counts_at` (swap candidates; a thread moved since is
+    /// skipped when probed).
+    runnable_in: Vec<Vec<ThreadId>>,
     pub stats: HassStats,
 }
 
@@ -107,6 +110,7 @@ impl Hass {
             rng: SeededRng::new(seed),
             counts: Vec::new(),
             counts_at: None,
+            runnable_in: Vec::new(),
             stats: HassStats::default(),
         }
     }
@@ -140,12 +144,19 @@ impl Hass {
         self.know_machine(view.topology);
         if self.counts_at != Some(view.now_ns) {
             let members = &self.members;
-            self.counts = runnable_counts(view, &self.parts, |t| {
+            let partition_of = |t: ThreadId| {
                 members
                     .get(t.index())
                     .and_then(|m| m.as_ref())
                     .map(|m| m.partition)
-            });
+            };
+            self.counts = runnable_counts(view, &self.parts, partition_of);
+            self.runnable_in = vec![Vec::new(); self.parts.len()];
+            for t in view.threads.iter().filter(|t| is_runnable(t.state)) {
+                if let Some(p) = partition_of(t.id) {
+                    self.runnable_in[p].push(t.id);
+                }
+            }
             self.counts_at = Some(view.now_ns);
         }
     }
@@ -215,15 +226,8 @@ impl Hass {
             .filter(|&(_, perf)| perf > here * (1.0 + GAIN_EPS))
             .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))?
             .0;
-        let candidates: Vec<ThreadId> = view
-            .threads
-            .iter()
-            .filter(|t| t.id != me && is_runnable(t.state))
-            .filter(|t| self.partition_of(t.id) == Some(target))
-            .filter(|t| self.parts.usable(current, &t.user_allowed))
-            .map(|t| t.id)
-            .collect();
-        if candidates.is_empty() {
+        let n = self.runnable_in[target].len();
+        if n == 0 {
             return None;
         }
         let (cc, tc) = (
@@ -234,11 +238,19 @@ impl Hass {
             share(self.parts.size(current), self.counts[current]),
             share(self.parts.size(target), self.counts[target]),
         );
-        for _ in 0..OPTIMISTIC_PROBES.min(candidates.len()) {
-            let partner = candidates[self.rng.below(candidates.len())];
+        for _ in 0..OPTIMISTIC_PROBES.min(n) {
+            let partner = self.runnable_in[target][self.rng.below(n)];
             let Some(p) = self.member(partner) else {
                 continue;
             };
+            let obs = view.thread(partner);
+            if partner == me
+                || p.partition != target
+                || !is_runnable(obs.state)
+                || !self.parts.usable(current, &obs.user_allowed)
+            {
+                continue;
+            }
             let m = self.member(me)?;
             let before = m.speedup[cc] * sc + p.speedup[tc] * st;
             let after = m.speedup[tc] * st + p.speedup[cc] * sc;

@@ -282,29 +282,38 @@ impl IpcDriven {
         self.place(t, go_to, out);
     }
 
-    /// Pinned, inactive-long-enough threads at home in `p`, with their ratio between `fast` and
+    /// Pinned, inactive-long-enough, runnable threads by home partition.
+    fn eligible_by_home(&self, view: &View<'_>) -> Vec<Vec<ThreadId>> {
+        let mut by_home = vec![Vec::new(); self.parts.len()];
+        for (i, x) in self.threads.iter().enumerate() {
+            let Some(x) = x else {
+                continue;
+            };
+            if x.mode == Mode::Pinned
+                && is_runnable(view.threads[i].state)
+                && x.inactive(view.now_ns)
+            {
+                by_home[x.home].push(ThreadId(i as u32));
+            }
+        }
+        by_home
+    }
+
+    /// Threads of `list` still at home in `p` and eligible, with their ratio between `fast` and
     /// `slow`.
-    fn candidates(
+    fn ratios(
         &self,
         view: &View<'_>,
+        list: &[ThreadId],
         p: usize,
         fast: usize,
         slow: usize,
     ) -> Vec<(ThreadId, f64)> {
-        self.threads
-            .iter()
-            .enumerate()
-            .filter_map(|(i, x)| {
-                let x = x.as_ref()?;
-                let obs = &view.threads[i];
-                let eligible = x.home == p
-                    && x.mode == Mode::Pinned
-                    && is_runnable(obs.state)
-                    && x.inactive(view.now_ns);
-                if !eligible {
-                    return None;
-                }
-                Some((obs.id, x.ratio(fast, slow)?))
+        list.iter()
+            .filter_map(|&t| {
+                let x = self.tracked(t)?;
+                (x.home == p && x.inactive(view.now_ns)).then_some(())?;
+                Some((t, x.ratio(fast, slow)?))
             })
             .collect()
     }
@@ -322,12 +331,14 @@ impl IpcDriven {
     /// The swap rule over every pair of partitions of different speed.
     fn swaps(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
         let now = view.now_ns;
+        let by_home = self.eligible_by_home(view);
+        let mut homes = self.home_counts(view);
         for fast in 0..self.parts.len() {
             for slow in fast + 1..self.parts.len() {
                 if self.ghz[fast] <= self.ghz[slow] {
                     continue;
                 }
-                let up = self.candidates(view, slow, fast, slow);
+                let up = self.ratios(view, &by_home[slow], slow, fast, slow);
                 let Some(&(riser, r_up)) = up
                     .iter()
                     .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
@@ -337,13 +348,14 @@ impl IpcDriven {
                 if !self.parts.usable(fast, &view.thread(riser).user_allowed) {
                     continue;
                 }
-                let homes = self.home_counts(view);
                 if homes[fast] < self.parts.size(fast) {
                     self.stats.promotions += 1;
+                    homes[fast] += 1;
+                    homes[slow] -= 1;
                     self.move_home(riser, fast, now, out);
                     continue;
                 }
-                let down = self.candidates(view, fast, fast, slow);
+                let down = self.ratios(view, &by_home[fast], fast, fast, slow);
                 let Some(&(faller, r_down)) = down
                     .iter()
                     .filter(|(t, _)| self.parts.usable(slow, &view.thread(*t).user_allowed))
