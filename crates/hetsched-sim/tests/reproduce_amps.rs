@@ -1,18 +1,9 @@
 //! AMPS section 4 on the simulator: the rows that hold, asserted in the paper's direction with the
 //! issue's tolerances. Rows that do not hold are reported by `hetsched reproduce`, not hidden here.
 
-use hetsched_sim::reproduce::{run_experiment, Experiment};
+mod common;
 
-fn run(name: &str) -> Experiment {
-    run_experiment(name, &|_, _, _| {}).expect("a registered experiment")
-}
-
-fn row<'a>(e: &'a Experiment, label: &str) -> &'a hetsched_sim::reproduce::Row {
-    e.rows
-        .iter()
-        .find(|r| r.label == label)
-        .unwrap_or_else(|| panic!("no row {label:?} in {}", e.experiment))
-}
+use common::{row, run};
 
 #[test]
 fn amps_is_repeatable_where_the_baseline_is_not() {

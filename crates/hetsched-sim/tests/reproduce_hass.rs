@@ -1,18 +1,9 @@
 //! HASS sections 5 and 6 on the simulator: the paper's directions, asserted with the tolerances
 //! the experiments state. Rows that do not hold are reported by `hetsched reproduce`, not hidden.
 
-use hetsched_sim::reproduce::{run_experiment, Experiment, Row};
+mod common;
 
-fn run(name: &str) -> Experiment {
-    run_experiment(name, &|_, _, _| {}).expect("a registered experiment")
-}
-
-fn row<'a>(e: &'a Experiment, label: &str) -> &'a Row {
-    e.rows
-        .iter()
-        .find(|r| r.label == label)
-        .unwrap_or_else(|| panic!("no row {label:?} in {}", e.experiment))
-}
+use common::{row, run};
 
 #[test]
 fn hass_gains_as_the_paper_found_and_matches_static_best() {

@@ -11,14 +11,14 @@
 //! presets), SPEC OMP-like apps with one thread per core, each SMP benchmark averaged over three
 //! seeds ("we run each benchmark three times and report the average runtime").
 
-use super::{histogram, mean, median, run_grid, Experiment, Histogram, PolicyChoice, Row};
+use super::{
+    histogram, machine, mean, median, run_grid, workload, Experiment, Histogram, PolicyChoice, Row,
+};
 use crate::engine::NS_PER_S;
-use crate::presets::workload_preset;
 use crate::workload::{PhaseEnd, Workload};
 use crate::{RunResult, SimConfig};
 use hetsched_core::policies::amps::NumaMode;
 use hetsched_core::policies::PolicyOptions;
-use hetsched_core::presets::machine_preset;
 use hetsched_core::Topology;
 
 const PAPER: &str = "000_4a669650d086bec9.txt";
@@ -100,18 +100,6 @@ pub fn run(name: &str, progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Option
         "amps-numa" => numa(progress),
         _ => return None,
     })
-}
-
-fn machine(name: &str) -> Topology {
-    machine_preset(name)
-        .expect("a machine preset")
-        .expect("presets parse")
-}
-
-fn workload(name: &str, topo: &Topology) -> Workload {
-    workload_preset(name, topo)
-        .expect("a workload preset")
-        .expect("presets parse")
 }
 
 fn cfg_for(w: &Workload) -> SimConfig {

@@ -15,10 +15,9 @@
 //! from simulating the static assignments ([`crate::static_best`]), which keep the experiment's
 //! load; static-best is the best of them.
 
-use super::{Experiment, Row};
+use super::{machine, workload, Experiment, Row};
 use crate::batch::{run_jobs, Job};
 use crate::engine::NS_PER_S;
-use crate::presets::workload_preset;
 use crate::static_best::{
     assignments, class_weights, default_metric, ideal_rr_metric, per_class_times, run_assignments,
     sample_assignments, StaticError, StaticRuns, STATIC_BEST_MAX_ASSIGNMENTS,
@@ -26,7 +25,6 @@ use crate::static_best::{
 use crate::workload::Workload;
 use crate::{RunResult, SimConfig};
 use hetsched_core::policies::{policy_with_options, PolicyOptions};
-use hetsched_core::presets::machine_preset;
 use hetsched_core::Topology;
 
 const PAPER: &str = "003_1747edf65250168b.txt";
@@ -203,17 +201,9 @@ pub fn run(name: &str, progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Option
     })
 }
 
-fn machine(name: &str) -> Topology {
-    machine_preset(name)
-        .expect("a machine preset")
-        .expect("presets parse")
-}
-
 /// The base workload with every benchmark run `copies` times at once.
 fn base_workload(name: &str, topo: &Topology, copies: u32) -> Workload {
-    let mut w = workload_preset(name, topo)
-        .expect("a workload preset")
-        .expect("presets parse");
+    let mut w = workload(name, topo);
     for a in &mut w.apps {
         a.copies *= copies;
     }

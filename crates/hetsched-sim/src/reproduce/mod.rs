@@ -171,6 +171,20 @@ pub(crate) fn run_grid(
         .collect()
 }
 
+/// A machine preset (experiments name only presets that exist).
+pub(crate) fn machine(name: &str) -> Topology {
+    hetsched_core::presets::machine_preset(name)
+        .expect("a machine preset")
+        .expect("presets parse")
+}
+
+/// A workload preset resolved on a machine.
+pub(crate) fn workload(name: &str, topo: &Topology) -> Workload {
+    crate::presets::workload_preset(name, topo)
+        .expect("a workload preset")
+        .expect("presets parse")
+}
+
 /// Median of a non-empty list (mean of the middle two for an even count).
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
