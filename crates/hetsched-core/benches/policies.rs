@@ -1,13 +1,20 @@
-//! Policy decision cost: one AMPS rebalance of 16,384 threads on 1,024 cores (scale-1024), from a
-//! state balanced by run-queue length (16 per core) that AMPS must rebalance by power: the fast
-//! cores take more threads, so the balance makes thousands of moves. Target (issue 4): < 5 ms.
+//! Policy decision cost on 16,384 threads and 1,024 cores (scale-1024):
+//! - one AMPS rebalance from a state balanced by run-queue length (16 per core) that AMPS must
+//!   rebalance by power: the fast cores take more threads, so the balance makes thousands of
+//!   moves. Target (issue 4): < 5 ms;
+//! - one HASS rebalance in which every thread is due a refresh (the worst case: regular and, where
+//!   it keeps the thread, optimistic assignment for all 16,384).
 
+use criterion::BatchSize;
 use criterion::{criterion_group, criterion_main, Criterion};
 use hetsched_core::policies::amps::{Amps, AmpsConfig};
+use hetsched_core::policies::hass::{Hass, REFRESH_CPU_NS};
 use hetsched_core::presets::machine_preset;
+use hetsched_core::Signature;
 use hetsched_core::{
     AppId, CoreId, CoreObs, CpuSet, Policy, ThreadId, ThreadObs, ThreadState, View,
 };
+use std::sync::Arc;
 
 fn bench(c: &mut Criterion) {
     let topo = machine_preset("scale-1024").unwrap().unwrap();
@@ -77,5 +84,59 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+fn bench_hass(c: &mut Criterion) {
+    let topo = machine_preset("scale-1024").unwrap().unwrap();
+    let n = topo.num_cores();
+    let nodes = topo.nodes().len();
+    // Four kinds of thread, CPU-bound to memory-bound.
+    let sigs: Vec<Arc<Signature>> = [0.0, 20.0, 100.0, 400.0]
+        .iter()
+        .map(|&m| Arc::new(Signature::from_row("b", &[m * 4.0, m])))
+        .collect();
+    let mut threads: Vec<ThreadObs> = Vec::new();
+    let cores = vec![CoreObs::default(); n];
+    let mut hass = Hass::new(1);
+    for i in 0..16 * n {
+        let id = ThreadId(i as u32);
+        let mut t = ThreadObs::new(id, AppId(i as u32), topo.all_cores(), nodes);
+        t.signature = Some(sigs[i % 4].clone());
+        threads.push(t);
+        let view = View {
+            now_ns: 0,
+            topology: &topo,
+            threads: &threads,
+            cores: &cores,
+        };
+        let set = hass.on_thread_start(&view, id).unwrap();
+        threads[i].cpu = set.first();
+        threads[i].state = ThreadState::Runnable;
+    }
+    let mut now = 0u64;
+    let mut out = Vec::new();
+    c.bench_function("hass/rebalance/16k-threads-all-due/1024-cores", |b| {
+        b.iter_batched(
+            || {
+                now += 10_000_000;
+                for t in &mut threads {
+                    t.counters.cpu_time_ns += REFRESH_CPU_NS;
+                }
+                (threads.clone(), now)
+            },
+            |(ts, now)| {
+                out.clear();
+                let view = View {
+                    now_ns: now,
+                    topology: &topo,
+                    threads: &ts,
+                    cores: &cores,
+                };
+                hass.rebalance(&view, &mut out);
+                out.len()
+            },
+            BatchSize::LargeInput,
+        )
+    });
+}
+
+criterion_group!(benches, bench, bench_hass);
 criterion_main!(benches);
