@@ -63,3 +63,19 @@ fn list_names_every_experiment() {
         assert!(out.contains(e), "{out}");
     }
 }
+
+#[test]
+fn ipc_driven_json_exits_0_and_lists_beside_hass() {
+    let (code, out, err) = hetsched(&["reproduce", "--list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("hass ") && out.contains("ipc-driven "), "{out}");
+    let (code, out, err) = hetsched(&["reproduce", "ipc-driven", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
+    assert_eq!(v[0]["experiment"], "ipc-driven");
+    assert_eq!(v[0]["paper"], "003_1747edf65250168b.txt");
+    let rows = v[0]["rows"].as_array().unwrap();
+    assert!(rows
+        .iter()
+        .any(|r| r["label"] == "AMD-2,2 HH: IPC-driven speedup vs default"));
+}
