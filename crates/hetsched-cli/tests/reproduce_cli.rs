@@ -68,7 +68,10 @@ fn list_names_every_experiment() {
 fn ipc_driven_json_exits_0_and_lists_beside_hass() {
     let (code, out, err) = hetsched(&["reproduce", "--list"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("hass ") && out.contains("ipc-driven "), "{out}");
+    assert!(
+        out.contains("hass ") && out.contains("ipc-driven "),
+        "{out}"
+    );
     let (code, out, err) = hetsched(&["reproduce", "ipc-driven", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).expect("stdout is one JSON document");

@@ -234,9 +234,11 @@ pub struct Simulation<'a> {
     /// Per spec: copies that will never run again.
     copies_done: Vec<u32>,
     completions: Vec<Vec<f64>>,
-    /// CPU time per spec and core class, ns: `[spec * classes + class]` (HASS Table 2).
+    /// CPU time per workload phase (index into `phases`) and core class, ns:
+    /// `[phase * classes + class]` (HASS Table 2). Kept per phase, not per app, because the phase
+    /// index is in the thread's hot cache line; folded per app in the result.
     class_ns: Vec<f64>,
-    /// Moves between core classes per spec (HASS Table 3, partition migrations).
+    /// Moves between core classes per phase (HASS Table 3, partition migrations).
     class_moves: Vec<u64>,
     last_completion_ns: u64,
     need_pick: Vec<u32>,
@@ -363,6 +365,8 @@ impl<'a> Simulation<'a> {
             phase_base.push(bases);
         }
         let n = topo.num_cores();
+        let class_ns = vec![0.0; phases.len() * topo.classes().len()];
+        let class_moves = vec![0; phases.len()];
         let mut sim = Simulation {
             topo,
             workload,
@@ -386,8 +390,8 @@ impl<'a> Simulation<'a> {
             apps: Vec::new(),
             copies_done: vec![0; workload.apps.len()],
             completions: vec![Vec::new(); workload.apps.len()],
-            class_ns: vec![0.0; workload.apps.len() * topo.classes().len()],
-            class_moves: vec![0; workload.apps.len()],
+            class_ns,
+            class_moves,
             last_completion_ns: 0,
             need_pick: Vec::new(),
             queued_behind: false,
@@ -505,7 +509,6 @@ impl<'a> Simulation<'a> {
         };
         prefetch(&self.threads[t]);
         prefetch(&self.obs[t].counters);
-        prefetch(&self.obs[t].state);
     }
 
     fn handle(&mut self, e: Event) {
@@ -810,8 +813,7 @@ impl<'a> Simulation<'a> {
                 self.migrations += 1;
                 self.obs[t].counters.migrations += 1;
                 if self.cores[last.index()].class != self.cores[c].class {
-                    let spec = self.apps[self.threads[t].app].spec;
-                    self.class_moves[spec] += 1;
+                    self.class_moves[self.threads[t].cur as usize] += 1;
                 }
             }
         }
@@ -967,9 +969,9 @@ impl<'a> Simulation<'a> {
             return;
         };
         let start = self.cores[c].dispatched_at;
-        let spec = self.apps[self.threads[t as usize].app].spec;
+        let phase = self.threads[t as usize].cur as usize;
         let classes = self.topo.classes().len();
-        self.class_ns[spec * classes + self.cores[c].class] +=
+        self.class_ns[phase * classes + self.cores[c].class] +=
             self.now.saturating_sub(start) as f64;
         if !self.cfg.record_gantt {
             return;
@@ -1288,7 +1290,6 @@ impl<'a> Simulation<'a> {
                 if let Some((_, t)) = ahead.queue.first() {
                     prefetch(&self.threads[t as usize]);
                     prefetch(&self.obs[t as usize].counters);
-                    prefetch(&self.obs[t as usize].state);
                 }
             }
             let Some(cur) = self.cores[c].current else {
@@ -1373,6 +1374,16 @@ impl<'a> Simulation<'a> {
 
     fn result(&self, finished: bool, wall_s: f64) -> RunResult {
         let classes = self.topo.classes().len();
+        // The phases of spec `si` are `phase_base[si][0]..` up to the next spec's first phase.
+        let spec_phases = |si: usize| {
+            let start = self.phase_base[si].first().copied().unwrap_or(0) as usize;
+            let end = self
+                .phase_base
+                .get(si + 1)
+                .and_then(|b| b.first().copied())
+                .map_or(self.phases.len(), |e| e as usize);
+            start..end
+        };
         let apps = self
             .workload
             .apps
@@ -1380,11 +1391,15 @@ impl<'a> Simulation<'a> {
             .zip(&self.completions)
             .enumerate()
             .map(|(si, (spec, times))| AppResult {
-                cpu_s_by_class: self.class_ns[si * classes..(si + 1) * classes]
-                    .iter()
-                    .map(|ns| ns / NS_PER_S as f64)
+                cpu_s_by_class: (0..classes)
+                    .map(|k| {
+                        spec_phases(si)
+                            .map(|p| self.class_ns[p * classes + k])
+                            .sum::<f64>()
+                            / NS_PER_S as f64
+                    })
                     .collect(),
-                class_migrations: self.class_moves[si],
+                class_migrations: spec_phases(si).map(|p| self.class_moves[p]).sum(),
                 name: spec.name.clone(),
                 completion_s: if times.is_empty() {
                     None
