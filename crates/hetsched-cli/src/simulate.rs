@@ -45,6 +45,10 @@ pub struct SimulateArgs {
     /// machines, always on SMP; AMPS section 2.4.3).
     #[arg(long)]
     pub numa: Option<String>,
+    /// Sampling period of counter-driven policies, ms (bulldover: default 1000, BulldOver
+    /// section 4).
+    #[arg(long, allow_negative_numbers = true)]
+    pub interval: Option<f64>,
     /// First seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -125,6 +129,15 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
                 .map_err(|e| bad_input(format!("--numa {e}")))?,
         ),
     };
+    let interval_ns = match args.interval {
+        None => None,
+        Some(ms) if ms.is_finite() && (1.0..=3_600_000.0).contains(&ms) => Some((ms * 1e6) as u64),
+        Some(ms) => {
+            return Err(bad_input(format!(
+                "--interval {ms}: must be between 1 and 3600000 ms"
+            )))
+        }
+    };
     if args.seeds == 0 {
         return Err(bad_input("--seeds 0: need at least one seed"));
     }
@@ -174,6 +187,7 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
         policies,
         options: PolicyOptions {
             numa,
+            interval_ns,
             ..Default::default()
         },
         seeds,
@@ -358,6 +372,12 @@ pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
     let k = plan.seeds.len();
     if runs.len() != plan.policies.len() * k {
         anyhow::bail!("a simulation run failed to produce a result");
+    }
+    let mut told = std::collections::BTreeSet::new();
+    for n in runs.iter().flat_map(|r| &r.notices) {
+        if told.insert(n.clone()) {
+            eprintln!("{n}");
+        }
     }
     let finite = plan.workload.is_finite();
     let bases: Vec<&RunResult> = runs[..k].iter().collect();

@@ -21,6 +21,7 @@
 //! line_bytes = 64
 //! cpus = "0-3"
 //! shared_by = 1                   # one cache per group of 1 consecutive cores (default: all)
+//! latency_ns = 25                 # optional: load-to-use latency of a hit
 //! ```
 
 use crate::cpuset::CpuSet;
@@ -112,6 +113,8 @@ struct FileCache {
     line_bytes: i64,
     cpus: String,
     shared_by: Option<u32>,
+    /// Load-to-use latency of a hit, ns.
+    latency_ns: Option<f64>,
 }
 
 fn default_line() -> i64 {
@@ -252,6 +255,7 @@ fn to_spec(m: FileMachine) -> Result<TopologySpec, (String, String)> {
                 assoc,
                 line_bytes: line,
                 cpus: part,
+                hit_latency_ns: c.latency_ns,
             });
         }
     }

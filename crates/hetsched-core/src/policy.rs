@@ -76,6 +76,12 @@ pub trait Policy: Send {
     ) {
     }
 
+    /// A message for the user, given once (for example: this machine has nothing the policy acts
+    /// on). Policies print nothing themselves; the backend shows it on stderr.
+    fn take_notice(&mut self) -> Option<String> {
+        None
+    }
+
     /// True for the baseline: the backend's own balancer does everything.
     fn is_baseline(&self) -> bool {
         false

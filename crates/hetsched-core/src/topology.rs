@@ -82,6 +82,9 @@ pub struct Cache {
     pub assoc: u32,
     pub line_bytes: u32,
     pub cpus: Vec<CoreId>,
+    /// Load-to-use latency of a hit, ns, when described. The simulator charges it for the misses
+    /// a shared cache below the LLC (a Bulldozer module's L2) suffers from its co-runners.
+    pub hit_latency_ns: Option<f64>,
 }
 
 /// A NUMA node.
@@ -170,6 +173,7 @@ pub struct CacheSpec {
     pub assoc: u32,
     pub line_bytes: u32,
     pub cpus: CpuSet,
+    pub hit_latency_ns: Option<f64>,
 }
 
 /// A NUMA node as described.
@@ -442,12 +446,21 @@ impl Topology {
                     ));
                 }
             }
+            if let Some(l) = c.hit_latency_ns {
+                if !(l.is_finite() && l > 0.0) {
+                    return Err(TopologyError::new(
+                        at("latency_ns"),
+                        format!("must be a positive number, got {l}"),
+                    ));
+                }
+            }
             caches.push(Cache {
                 level: c.level,
                 size_bytes: c.size_bytes,
                 assoc: c.assoc,
                 line_bytes: c.line_bytes,
                 cpus: c.cpus.iter().collect(),
+                hit_latency_ns: c.hit_latency_ns,
             });
         }
         // LLC domain of a core: its highest-level cache.
@@ -860,6 +873,7 @@ pub(crate) mod tests {
                     assoc: 8,
                     line_bytes: 64,
                     cpus: CpuSet::parse_list("0").unwrap(),
+                    hit_latency_ns: None,
                 },
                 CacheSpec {
                     origin: "caches[1]".into(),
@@ -868,6 +882,7 @@ pub(crate) mod tests {
                     assoc: 8,
                     line_bytes: 64,
                     cpus: CpuSet::parse_list("1").unwrap(),
+                    hit_latency_ns: None,
                 },
                 CacheSpec {
                     origin: "caches[2]".into(),
@@ -876,6 +891,7 @@ pub(crate) mod tests {
                     assoc: 16,
                     line_bytes: 64,
                     cpus: CpuSet::parse_list("2-3").unwrap(),
+                    hit_latency_ns: None,
                 },
             ],
             nodes: vec![

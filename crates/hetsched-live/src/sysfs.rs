@@ -291,6 +291,7 @@ pub fn discover(root: &Path) -> Discovery {
                 assoc: assoc.unwrap_or(1),
                 line_bytes: line.unwrap_or(64),
                 cpus: shared,
+                hit_latency_ns: None,
             });
         }
         if let Some(sib) =

@@ -148,6 +148,22 @@ pub(crate) struct SimCore {
     fpu_mates: Vec<CoreId>,
     /// The core's class (index into the topology's classes).
     class: usize,
+    /// The shared cache below the LLC this core uses (a Bulldozer module's L2): index into
+    /// `Simulation::shared_l2s`.
+    l2: Option<usize>,
+    /// The running thread's footprint in that cache, and its misses there per kilo-instruction.
+    cur_l2_ws: f64,
+    cur_l2_mpki: f64,
+}
+
+/// A cache below the LLC shared by several cores: its co-runners' footprints shrink a thread's
+/// share, and the extra misses hit the LLC at its latency.
+#[derive(Clone, Debug)]
+struct SharedL2 {
+    capacity: f64,
+    sum_ws: f64,
+    /// Hit latency of the level above (the LLC), ns.
+    next_latency_ns: f64,
 }
 
 /// A workload phase with the values the hot path would otherwise recompute at every dispatch.
@@ -240,6 +256,9 @@ pub struct Simulation<'a> {
     class_ns: Vec<f64>,
     /// Moves between core classes per phase (HASS Table 3, partition migrations).
     class_moves: Vec<u64>,
+    shared_l2s: Vec<SharedL2>,
+    /// Misses in a shared cache below the LLC, per phase (BulldOver Figure 7).
+    l2_misses: Vec<f64>,
     last_completion_ns: u64,
     need_pick: Vec<u32>,
     /// A thread was queued behind another since the last idle sweep.
@@ -285,7 +304,7 @@ impl<'a> Simulation<'a> {
                 }
             })
             .collect();
-        let cores: Vec<SimCore> = topo
+        let mut cores: Vec<SimCore> = topo
             .cores()
             .iter()
             .map(|c| {
@@ -319,6 +338,9 @@ impl<'a> Simulation<'a> {
                     cpi_factor: class.cpi_factor,
                     fpu_mates,
                     class: c.class.index(),
+                    l2: None,
+                    cur_l2_ws: 0.0,
+                    cur_l2_mpki: 0.0,
                 }
             })
             .collect();
@@ -364,6 +386,33 @@ impl<'a> Simulation<'a> {
             }
             phase_base.push(bases);
         }
+        // Shared caches below the LLC whose LLC has a known hit latency (module L2s).
+        let mut shared_l2s: Vec<SharedL2> = Vec::new();
+        let mut l2_of_cache: std::collections::BTreeMap<usize, usize> = Default::default();
+        for core in topo.cores() {
+            let Some(llc) = topo.llc_of(core.id) else {
+                continue;
+            };
+            let (Some(next_latency_ns), true) = (llc.hit_latency_ns, llc.level > 1) else {
+                continue;
+            };
+            let below = topo
+                .caches()
+                .iter()
+                .position(|k| k.level == llc.level - 1 && k.cpus.contains(&core.id));
+            let Some(idx) = below.filter(|&i| topo.caches()[i].cpus.len() > 1) else {
+                continue;
+            };
+            let slot = *l2_of_cache.entry(idx).or_insert_with(|| {
+                shared_l2s.push(SharedL2 {
+                    capacity: topo.caches()[idx].size_bytes as f64,
+                    sum_ws: 0.0,
+                    next_latency_ns,
+                });
+                shared_l2s.len() - 1
+            });
+            cores[core.id.index()].l2 = Some(slot);
+        }
         let n = topo.num_cores();
         let class_ns = vec![0.0; phases.len() * topo.classes().len()];
         let class_moves = vec![0; phases.len()];
@@ -390,8 +439,10 @@ impl<'a> Simulation<'a> {
             apps: Vec::new(),
             copies_done: vec![0; workload.apps.len()],
             completions: vec![Vec::new(); workload.apps.len()],
+            l2_misses: vec![0.0; class_moves.len()],
             class_ns,
             class_moves,
+            shared_l2s,
             last_completion_ns: 0,
             need_pick: Vec::new(),
             queued_behind: false,
@@ -492,7 +543,14 @@ impl<'a> Simulation<'a> {
             }
         }
         let wall_s = wall.elapsed().as_secs_f64();
-        self.result(finished, wall_s)
+        let mut notices = Vec::new();
+        while let Some(n) = self.policy.take_notice() {
+            notices.push(n);
+        }
+        RunResult {
+            notices,
+            ..self.result(finished, wall_s)
+        }
     }
 
     // ---- events ----------------------------------------------------------------------------
@@ -875,6 +933,11 @@ impl<'a> Simulation<'a> {
             self.llcs[l].sum_ws += ws;
             self.cores[c].cur_ws = ws;
         }
+        if let Some(l2) = self.cores[c].l2 {
+            let ws = self.phase_info(t).ws_bytes.min(self.shared_l2s[l2].capacity);
+            self.shared_l2s[l2].sum_ws += ws;
+            self.cores[c].cur_l2_ws = ws;
+        }
         if phase.data_fragment.is_some() {
             penalty += self.df_refill(t, c);
         }
@@ -959,6 +1022,10 @@ impl<'a> Simulation<'a> {
             }
         }
         self.cores[c].cur_ws = 0.0;
+        if let Some(l2) = self.cores[c].l2 {
+            self.shared_l2s[l2].sum_ws -= self.cores[c].cur_l2_ws;
+            self.cores[c].cur_l2_ws = 0.0;
+        }
         t
     }
 
@@ -1052,6 +1119,9 @@ impl<'a> Simulation<'a> {
         cnt.fp_busy_cycles += instr * phase.cpi * cpi_factor * phase.fp_fraction;
         cnt.llc_refs += instr * refs_pki / 1000.0;
         let misses = instr * mpki / 1000.0;
+        if self.cores[c].l2.is_some() {
+            self.l2_misses[self.threads[t].cur as usize] += instr * self.cores[c].cur_l2_mpki / 1000.0;
+        }
         if let Some(l) = self.cores[c].llc {
             let bytes = misses * self.llcs[l].line;
             self.note_fill(t, l, bytes);
@@ -1121,7 +1191,7 @@ impl<'a> Simulation<'a> {
                 .sum();
             fpu_slow = perf::fpu_slowdown(phase.fp_fraction, mates_fp.min(1.0));
         }
-        let ns = perf::ns_per_instruction(
+        let mut ns = perf::ns_per_instruction(
             phase.cpi,
             core.cpi_factor,
             core.eff_ghz,
@@ -1129,7 +1199,17 @@ impl<'a> Simulation<'a> {
             mpki,
             core.cur_lat,
         );
+        let mut l2_mpki = 0.0;
+        if let Some(l2) = core.l2 {
+            let st = &self.shared_l2s[l2];
+            let alone = phase.miss.mpki(st.capacity);
+            l2_mpki = phase
+                .miss
+                .mpki(perf::llc_share(core.cur_l2_ws, st.sum_ws, st.capacity));
+            ns += perf::shared_cache_penalty_ns(l2_mpki, alone, st.next_latency_ns);
+        }
         let core = &mut self.cores[c];
+        core.cur_l2_mpki = l2_mpki;
         core.ns_per_instr = ns;
         core.cur_mpki = mpki;
         core.cur_share = share;
@@ -1384,6 +1464,14 @@ impl<'a> Simulation<'a> {
                 .map_or(self.phases.len(), |e| e as usize);
             start..end
         };
+        // FPU busy and total cycles per spec, from the threads' counters (BulldOver equation 1).
+        let mut fp_cycles = vec![(0.0, 0.0); self.workload.apps.len()];
+        for (th, obs) in self.threads.iter().zip(&self.obs) {
+            let spec = self.apps[th.app].spec;
+            let (busy, all) = (obs.counters.fp_busy_cycles, obs.counters.cycles);
+            fp_cycles[spec].0 += busy;
+            fp_cycles[spec].1 += all;
+        }
         let apps = self
             .workload
             .apps
@@ -1391,6 +1479,8 @@ impl<'a> Simulation<'a> {
             .zip(&self.completions)
             .enumerate()
             .map(|(si, (spec, times))| AppResult {
+                fpu_usage: (fp_cycles[si].1 > 0.0).then(|| fp_cycles[si].0 / fp_cycles[si].1),
+                l2_misses: spec_phases(si).map(|p| self.l2_misses[p]).sum(),
                 cpu_s_by_class: (0..classes)
                     .map(|k| {
                         spec_phases(si)
@@ -1457,6 +1547,7 @@ impl<'a> Simulation<'a> {
                 simulated_s: self.now as f64 / NS_PER_S as f64,
             },
             balance_moves: self.balance.moves,
+            notices: Vec::new(),
         }
     }
 

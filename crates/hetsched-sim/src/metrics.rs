@@ -18,6 +18,10 @@ pub struct AppResult {
     pub cpu_s_by_class: Vec<f64>,
     /// Times one of its threads moved to a core of another class (HASS Table 3).
     pub class_migrations: u64,
+    /// FPU usage, 1 - empty FPU cycles / CPU cycles over all its threads (BulldOver equation 1).
+    pub fpu_usage: Option<f64>,
+    /// Misses in shared caches below the LLC (module L2s), all its threads (BulldOver Figure 7).
+    pub l2_misses: f64,
 }
 
 impl AppResult {
@@ -78,6 +82,9 @@ pub struct RunResult {
     pub threads: u64,
     /// Threads moved by the baseline balancer.
     pub balance_moves: u64,
+    /// What the policy asked to tell the user (once each).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
     #[serde(skip_serializing)]
     pub gantt: Option<Vec<GanttSegment>>,
     #[serde(skip_serializing)]

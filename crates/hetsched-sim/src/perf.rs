@@ -61,6 +61,15 @@ pub fn llc_share(ws: f64, sum_ws: f64, capacity: f64) -> f64 {
     }
 }
 
+/// Extra time per instruction, ns, from sharing a cache below the LLC (a Bulldozer module's L2,
+/// BulldOver section 3.A): the misses a thread suffers there beyond those it has with the cache to
+/// itself (`mpki_shared - mpki_alone`, per kilo-instruction) hit the LLC at `next_latency_ns`. A
+/// phase's CPI already includes its misses with the whole cache, so alone the penalty is 0.
+#[inline]
+pub fn shared_cache_penalty_ns(mpki_shared: f64, mpki_alone: f64, next_latency_ns: f64) -> f64 {
+    (mpki_shared - mpki_alone).max(0.0) / 1000.0 * next_latency_ns
+}
+
 /// Time to refill `missing_bytes` of cold cache from memory at `mem_latency_ns`, ns.
 #[inline]
 pub fn cold_refill_ns(missing_bytes: f64, line_bytes: f64, mem_latency_ns: f64) -> f64 {

@@ -251,6 +251,11 @@ pub fn fold_copies(workload: &Workload, run: &RunResult) -> RunResult {
                     .map(|k| mine.iter().map(|a| a.cpu_s_by_class[k]).sum())
                     .collect(),
                 class_migrations: mine.iter().map(|a| a.class_migrations).sum(),
+                fpu_usage: {
+                    let u: Vec<f64> = mine.iter().filter_map(|a| a.fpu_usage).collect();
+                    (!u.is_empty()).then(|| u.iter().sum::<f64>() / u.len() as f64)
+                },
+                l2_misses: mine.iter().map(|a| a.l2_misses).sum(),
             }
         })
         .collect();

@@ -2,6 +2,7 @@
 //! [`policy_with_options`]).
 
 pub mod amps;
+pub mod bulldover;
 pub mod hass;
 pub mod ipc_driven;
 pub mod linux_default;
@@ -25,6 +26,10 @@ pub const POLICIES: &[(&str, &str)] = &[
         "HASS (Shelepov et al.): partitions per core class, threads matched to classes by their architectural signatures",
     ),
     (
+        "bulldover",
+        "BulldOver (Peternier et al.): the most FPU-intensive threads bound one per module (cores sharing an FPU)",
+    ),
+    (
         "ipc-driven",
         "IPC-driven (Becchi and Crowley, as implemented in the HASS paper): IPC ratios from forced migrations, swaps across classes",
     ),
@@ -37,6 +42,9 @@ pub struct PolicyOptions {
     pub numa: Option<NumaMode>,
     /// Seed of a policy's own random choices (HASS's partner probing); the run's seed.
     pub seed: u64,
+    /// Sampling period of a counter-driven policy (`--interval`, BulldOver's 1 s), ns; `None`: the
+    /// policy's default.
+    pub interval_ns: Option<u64>,
 }
 
 /// Names of every implemented policy.
@@ -59,6 +67,14 @@ pub fn policy_with_options(name: &str, options: &PolicyOptions) -> Option<Box<dy
         }))),
         "hass" => Some(Box::new(hass::Hass::new(options.seed))),
         "ipc-driven" => Some(Box::new(ipc_driven::IpcDriven::new())),
+        "bulldover" => Some(Box::new(bulldover::Bulldover::new(
+            bulldover::BulldoverConfig {
+                period_ns: options
+                    .interval_ns
+                    .unwrap_or(bulldover::BULLDOVER_PERIOD_NS),
+                ..Default::default()
+            },
+        ))),
         _ => None,
     }
 }
