@@ -934,7 +934,10 @@ impl<'a> Simulation<'a> {
             self.cores[c].cur_ws = ws;
         }
         if let Some(l2) = self.cores[c].l2 {
-            let ws = self.phase_info(t).ws_bytes.min(self.shared_l2s[l2].capacity);
+            let ws = self
+                .phase_info(t)
+                .ws_bytes
+                .min(self.shared_l2s[l2].capacity);
             self.shared_l2s[l2].sum_ws += ws;
             self.cores[c].cur_l2_ws = ws;
         }
@@ -1120,7 +1123,8 @@ impl<'a> Simulation<'a> {
         cnt.llc_refs += instr * refs_pki / 1000.0;
         let misses = instr * mpki / 1000.0;
         if self.cores[c].l2.is_some() {
-            self.l2_misses[self.threads[t].cur as usize] += instr * self.cores[c].cur_l2_mpki / 1000.0;
+            self.l2_misses[self.threads[t].cur as usize] +=
+                instr * self.cores[c].cur_l2_mpki / 1000.0;
         }
         if let Some(l) = self.cores[c].llc {
             let bytes = misses * self.llcs[l].line;

@@ -516,3 +516,63 @@ barrier = true
         "exited owners keep their last counters, got {children}"
     );
 }
+
+/// Two copies of one benchmark preset pinned to `cores` on the BulldOver machine: (completion
+/// time of the slower, module-L2 misses).
+fn pair_on(bench: &str, cores: [u32; 2]) -> (f64, f64) {
+    let topo = machine("bulldover");
+    let single = hetsched_sim::presets::workload_preset(bench, &topo)
+        .unwrap()
+        .unwrap();
+    let mut apps = Vec::new();
+    for c in cores {
+        let mut a = single.apps[0].clone();
+        a.restart = false;
+        a.cpus = Some(CpuSet::single(CoreId(c)));
+        apps.push(a);
+    }
+    let w = Workload {
+        name: "pair".into(),
+        description: String::new(),
+        apps,
+    };
+    let r = simulate(
+        &topo,
+        &w,
+        policy_by_name("linux-default").unwrap(),
+        SimConfig::default(),
+    );
+    assert!(r.finished);
+    let worst = r
+        .apps
+        .iter()
+        .filter_map(|a| a.completion_s)
+        .fold(0.0, f64::max);
+    (worst, r.apps.iter().map(|a| a.l2_misses).sum())
+}
+
+/// BulldOver section 3.A: two FP-busy threads on one module slow each other (shared FPU); two
+/// integer threads whose hot sets fill the module's L2 slow each other through L2 misses; an
+/// integer thread with a small footprint pays for neither.
+#[test]
+fn a_module_shares_its_fpu_and_its_l2() {
+    // Cores 0 and 1 form module 0; cores 0 and 2 are on different modules.
+    let (povray_same, _) = pair_on("povray-like", [0, 1]);
+    let (povray_apart, _) = pair_on("povray-like", [0, 2]);
+    assert!(
+        povray_same > 1.3 * povray_apart,
+        "FPU: {povray_same} vs {povray_apart}"
+    );
+    let (hmmer_same, l2_same) = pair_on("hmmer-like", [0, 1]);
+    let (hmmer_apart, l2_apart) = pair_on("hmmer-like", [0, 2]);
+    assert!(
+        l2_same > 1.2 * l2_apart,
+        "L2 misses: {l2_same} vs {l2_apart}"
+    );
+    assert!(
+        hmmer_same > 1.02 * hmmer_apart,
+        "L2: {hmmer_same} vs {hmmer_apart}"
+    );
+    // hmmer's 3% FP share barely meets the FPU: its slowdown is the L2's, far below povray's.
+    assert!(hmmer_same / hmmer_apart < povray_same / povray_apart);
+}

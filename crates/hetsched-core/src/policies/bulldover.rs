@@ -190,13 +190,15 @@ impl Policy for Bulldover {
             }
         }
         // 3. Keep cores within a group; fill the group's free cores in module order.
-        let group_of_core = |c: CoreId, groups: &[Vec<CoreId>]| {
-            groups.iter().position(|g| g.contains(&c))
-        };
+        let group_of_core =
+            |c: CoreId, groups: &[Vec<CoreId>]| groups.iter().position(|g| g.contains(&c));
         let mut taken: Vec<CoreId> = Vec::new();
         for (i, slot) in self.threads.iter().enumerate() {
             if let (Some(x), Some(g)) = (slot, want[i]) {
-                if let Some(c) = x.core.filter(|&c| group_of_core(c, &self.groups) == Some(g)) {
+                if let Some(c) = x
+                    .core
+                    .filter(|&c| group_of_core(c, &self.groups) == Some(g))
+                {
                     taken.push(c);
                 }
             }
@@ -206,23 +208,21 @@ impl Policy for Bulldover {
             let Some(x) = self.threads[i].as_mut() else {
                 continue;
             };
-            match want[i] {
-                Some(g) => {
-                    let keeps = x
-                        .core
-                        .is_some_and(|c| group_of_core(c, &self.groups) == Some(g));
-                    if keeps {
-                        continue;
-                    }
-                    let Some(&c) = self.groups[g].iter().find(|c| !taken.contains(c)) else {
-                        continue;
-                    };
-                    taken.push(c);
-                    x.core = Some(c);
-                    out.push(Placement::pin(t, c));
-                }
-                None => {}
+            let Some(g) = want[i] else {
+                continue;
+            };
+            let keeps = x
+                .core
+                .is_some_and(|c| group_of_core(c, &self.groups) == Some(g));
+            if keeps {
+                continue;
             }
+            let Some(&c) = self.groups[g].iter().find(|c| !taken.contains(c)) else {
+                continue;
+            };
+            taken.push(c);
+            x.core = Some(c);
+            out.push(Placement::pin(t, c));
         }
         // Threads no longer in a group lose their binding.
         for (i, slot) in self.threads.iter_mut().enumerate() {
@@ -230,7 +230,10 @@ impl Policy for Bulldover {
                 continue;
             };
             if want[i].is_none() && x.core.take().is_some() {
-                out.push(Placement::new(ThreadId(i as u32), view.topology.all_cores()));
+                out.push(Placement::new(
+                    ThreadId(i as u32),
+                    view.topology.all_cores(),
+                ));
             }
         }
     }

@@ -6,6 +6,7 @@
 //! does not hold is reported as not holding; its `note` says what the tolerance was.
 
 pub mod amps;
+pub mod bulldover;
 pub mod hass;
 
 use crate::batch::{run_jobs, Job};
@@ -103,7 +104,10 @@ impl Experiment {
 
 /// (name, what it reproduces) of every experiment, paper by paper.
 pub fn experiments() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
-    amps::EXPERIMENTS.iter().chain(hass::EXPERIMENTS)
+    amps::EXPERIMENTS
+        .iter()
+        .chain(hass::EXPERIMENTS)
+        .chain(bulldover::EXPERIMENTS)
 }
 
 /// Run one experiment by name; `progress(done, total, label)` after each simulation.
@@ -111,7 +115,9 @@ pub fn run_experiment(
     name: &str,
     progress: &(dyn Fn(usize, usize, &str) + Sync),
 ) -> Option<Experiment> {
-    amps::run(name, progress).or_else(|| hass::run(name, progress))
+    amps::run(name, progress)
+        .or_else(|| hass::run(name, progress))
+        .or_else(|| bulldover::run(name, progress))
 }
 
 /// A policy by CLI name with options, and the label it is reported under.

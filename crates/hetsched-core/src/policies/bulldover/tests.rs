@@ -102,7 +102,9 @@ fn fp_threads_go_one_per_module_on_the_first_cores() {
 fn eight_fp_threads_fill_first_then_second_cores() {
     let mut s = State::new(bulldover_machine());
     let mut p = Bulldover::new(BulldoverConfig::default());
-    let ids: Vec<ThreadId> = (0..9).map(|i| s.start(&mut p, 0.9 - i as f64 * 0.05)).collect();
+    let ids: Vec<ThreadId> = (0..9)
+        .map(|i| s.start(&mut p, 0.9 - i as f64 * 0.05))
+        .collect();
     s.period(&mut p);
     let core = |t: ThreadId| p.bound_core(t).map(|c| c.0);
     assert_eq!(
@@ -134,14 +136,13 @@ shares_fpu = true
 "#;
     let mut s = State::new(parse_machine(text, "m8x3.toml").unwrap());
     let mut p = Bulldover::new(BulldoverConfig::default());
-    let ids: Vec<ThreadId> = (0..17).map(|i| s.start(&mut p, 0.99 - i as f64 * 0.01)).collect();
+    let ids: Vec<ThreadId> = (0..17)
+        .map(|i| s.start(&mut p, 0.99 - i as f64 * 0.01))
+        .collect();
     s.period(&mut p);
     let cores: Vec<Option<u32>> = ids.iter().map(|&t| p.bound_core(t).map(|c| c.0)).collect();
     // Group 0: the first core of each of the 8 modules (0, 3, 6, ... 21); group 1: the second.
-    assert_eq!(
-        &cores[..8],
-        &[0, 3, 6, 9, 12, 15, 18, 21].map(Some)
-    );
+    assert_eq!(&cores[..8], &[0, 3, 6, 9, 12, 15, 18, 21].map(Some));
     assert_eq!(&cores[8..16], &[1, 4, 7, 10, 13, 16, 19, 22].map(Some));
     assert_eq!(cores[16], Some(2), "group 2, module 0");
 }
@@ -160,7 +161,10 @@ fn the_cache_keeps_a_thread_on_its_core_while_it_stays_in_its_group() {
     s.usage[0] = 0.65;
     s.usage[3] = 0.95;
     assert!(s.period(&mut p).is_empty());
-    assert_eq!(ids.iter().map(|&t| p.bound_core(t)).collect::<Vec<_>>(), before);
+    assert_eq!(
+        ids.iter().map(|&t| p.bound_core(t)).collect::<Vec<_>>(),
+        before
+    );
     // Thread 4 (second group) overtakes thread 2: they swap groups, and only they move; thread 4
     // takes the core thread 2 left.
     s.usage[4] = 0.85;
@@ -168,7 +172,11 @@ fn the_cache_keeps_a_thread_on_its_core_while_it_stays_in_its_group() {
     let out = s.period(&mut p);
     assert_eq!(out.len(), 2, "{out:?}");
     assert_eq!(p.bound_core(ids[4]), before[2]);
-    assert_eq!(p.bound_core(ids[2]).map(|c| c.0), Some(1), "second group, first module");
+    assert_eq!(
+        p.bound_core(ids[2]).map(|c| c.0),
+        Some(1),
+        "second group, first module"
+    );
 }
 
 #[test]
