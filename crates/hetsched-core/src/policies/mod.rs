@@ -3,6 +3,8 @@
 
 pub mod amps;
 pub mod bulldover;
+#[cfg(test)]
+mod fixture;
 pub mod hass;
 pub mod ipc_driven;
 pub mod linux_default;

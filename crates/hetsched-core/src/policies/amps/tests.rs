@@ -129,12 +129,7 @@ impl State {
     }
 
     fn view<'a>(&'a self, cores: &'a [CoreObs]) -> View<'a> {
-        View {
-            now_ns: 0,
-            topology: &self.topo,
-            threads: &self.threads,
-            cores,
-        }
+        crate::policies::fixture::view(&self.topo, &self.threads, cores, 0)
     }
 
     /// Apply placements as a backend would (a moved thread runs if its new core is idle).

@@ -39,12 +39,7 @@ impl State {
         vec![CoreObs::default(); self.topo.num_cores()]
     }
     fn view<'a>(&'a self, cores: &'a [CoreObs]) -> View<'a> {
-        View {
-            now_ns: self.now,
-            topology: &self.topo,
-            threads: &self.threads,
-            cores,
-        }
+        crate::policies::fixture::view(&self.topo, &self.threads, cores, self.now)
     }
     /// Start a thread through the policy (as the backend does) and mark it running.
     fn start(&mut self, hass: &mut Hass, sig: Arc<Signature>) -> ThreadId {

@@ -25,12 +25,7 @@ impl State {
         }
     }
     fn view<'a>(&'a self, cores: &'a [CoreObs]) -> View<'a> {
-        View {
-            now_ns: self.now,
-            topology: &self.topo,
-            threads: &self.threads,
-            cores,
-        }
+        crate::policies::fixture::view(&self.topo, &self.threads, cores, self.now)
     }
     fn start(&mut self, p: &mut IpcDriven, ipc: (f64, f64)) -> ThreadId {
         let id = ThreadId(self.threads.len() as u32);
