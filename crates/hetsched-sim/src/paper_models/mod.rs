@@ -16,6 +16,8 @@
 //! makespans are 23 and 15 and their last slots 22 and 14. [`PinterRun::last_slot`] gives the
 //! paper's number; the difference between the placements (8 units) is the same either way.
 
+pub mod pinter_batching;
+
 /// A task of the model.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PinterTask {
