@@ -82,6 +82,13 @@ pub trait Policy: Send {
         None
     }
 
+    /// Whether the policy asks the backend to run the threads of one application and data fragment
+    /// in succession on a core (Pinter section 4.1's priority groups), an order within a core that
+    /// placements cannot express. The simulator honours it; stock Linux cannot.
+    fn batches_by_data_fragment(&self) -> bool {
+        false
+    }
+
     /// True for the baseline: the backend's own balancer does everything.
     fn is_baseline(&self) -> bool {
         false

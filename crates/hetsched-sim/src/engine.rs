@@ -31,8 +31,8 @@ use crate::runqueue::RunQueue;
 use crate::workload::{Phase, PhaseEnd, Workload};
 use hetsched_core::rng::SeededRng;
 use hetsched_core::{
-    AppId, CoreId, CoreObs, CpuSet, Placement, Policy, ThreadId, ThreadObs, ThreadState, Topology,
-    View,
+    AppId, CoreId, CoreObs, CpuSet, Hint, Placement, Policy, ThreadId, ThreadObs, ThreadState,
+    Topology, View,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -264,6 +264,8 @@ pub struct Simulation<'a> {
     /// A thread was queued behind another since the last idle sweep.
     queued_behind: bool,
     placements: Vec<Placement>,
+    /// The policy asks for threads of one data fragment to run in succession on a core.
+    batch_by_df: bool,
     // statistics
     events: u64,
     migrations: u64,
@@ -447,6 +449,7 @@ impl<'a> Simulation<'a> {
             need_pick: Vec::new(),
             queued_behind: false,
             placements: Vec::new(),
+            batch_by_df: false,
             events: 0,
             migrations: 0,
             rejected_placements: 0,
@@ -459,6 +462,7 @@ impl<'a> Simulation<'a> {
             cfg,
         };
         sim.next_policy_ns = sim.policy.rebalance_period_ns();
+        sim.batch_by_df = sim.policy.batches_by_data_fragment();
         for (si, spec) in workload.apps.iter().enumerate() {
             for copy in 0..spec.copies {
                 sim.push(
@@ -717,8 +721,12 @@ impl<'a> Simulation<'a> {
             }
             (_, true) => self.exit_thread(t, c),
             (PhaseEnd::Next, false) => {
+                let before = self.obs[t].data_fragment;
                 self.load_phase(t, c);
-                self.set_rate(c);
+                self.hint_fragment_change(t, before);
+                if self.cores[c].current == Some(t as u32) {
+                    self.set_rate(c);
+                }
             }
             (PhaseEnd::Sleep { ns }, false) => {
                 let ns = *ns;
@@ -726,7 +734,9 @@ impl<'a> Simulation<'a> {
                 self.block(c);
                 let next = self.phase_of(t);
                 self.threads[t].remaining = next.instructions;
+                let before = self.obs[t].data_fragment;
                 self.obs[t].data_fragment = next.data_fragment.map(|d| d as u64);
+                self.hint_fragment_change(t, before);
                 self.push(self.now + ns, Event::Wake { thread: t as u32 });
             }
         }
@@ -1306,9 +1316,52 @@ impl<'a> Simulation<'a> {
         self.placements = out;
     }
 
-    /// Remove the queued thread with the least virtual runtime (ties: lowest id).
+    /// Remove the queued thread with the least virtual runtime (ties: lowest id). When the policy
+    /// asks for batching by data fragment (Pinter's priority groups), a queued thread of the same
+    /// application and fragment as the core's last thread goes first, as long as its virtual
+    /// runtime is within one quantum of the queue's least: a group runs in succession, and no
+    /// thread falls more than a quantum behind its fair share.
     fn pick_next(&mut self, c: usize) -> Option<usize> {
+        if self.batch_by_df {
+            if let Some(last) = self.cores[c].last_thread {
+                let last = last as usize;
+                if let Some(df) = self.obs[last].data_fragment {
+                    let app = self.threads[last].app;
+                    let limit = self.cores[c]
+                        .queue
+                        .min_vruntime()
+                        .saturating_add(self.cfg.quantum_ns as i64);
+                    let mate = self.cores[c]
+                        .queue
+                        .entries()
+                        .filter(|&(vr, t)| {
+                            vr <= limit
+                                && self.threads[t as usize].app == app
+                                && self.obs[t as usize].data_fragment == Some(df)
+                        })
+                        .min();
+                    if let Some((_, t)) = mate {
+                        self.cores[c].queue.remove(t);
+                        return Some(t as usize);
+                    }
+                }
+            }
+        }
         self.cores[c].queue.pop_first().map(|t| t as usize)
+    }
+
+    /// A thread moved to another data fragment: the application's hint (Pinter section 4.1: the
+    /// current and next DF, "whenever it changes DFs"), answered by the policy at once.
+    fn hint_fragment_change(&mut self, t: usize, before: Option<u64>) {
+        let now = self.obs[t].data_fragment;
+        if now == before {
+            return;
+        }
+        let hint = Hint::DataFragment {
+            current: before,
+            next: now,
+        };
+        self.with_policy(|p, view, out| p.on_hint(view, ThreadId(t as u32), &hint, out));
     }
 
     /// Apply a policy placement: restrict the thread, moving it if it is outside its new set.

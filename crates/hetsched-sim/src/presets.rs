@@ -60,6 +60,11 @@ pub const WORKLOAD_PRESETS: &[(&str, &str)] = &[
         "scimark-fft-mm-like",
         include_str!("../presets/scimark-fft-mm-like.toml"),
     ),
+    ("chat-like", include_str!("../presets/chat-like.toml")),
+    (
+        "pinter-custom-like",
+        include_str!("../presets/pinter-custom-like.toml"),
+    ),
     ("scale-8k", include_str!("../presets/scale-8k.toml")),
     ("scale-16k", include_str!("../presets/scale-16k.toml")),
 ];

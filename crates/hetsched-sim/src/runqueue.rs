@@ -96,6 +96,11 @@ impl RunQueue {
         Some(vruntime_of(k))
     }
 
+    /// (vruntime, thread) of every queued thread, in no particular order.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (i64, u32)> + '_ {
+        self.keys.iter().map(|&k| (vruntime_of(k), thread_of(k)))
+    }
+
     /// The queued threads, in no particular order.
     pub(crate) fn threads(&self) -> impl DoubleEndedIterator<Item = u32> + '_ {
         self.keys.iter().map(|&k| thread_of(k))

@@ -3,6 +3,7 @@
 
 pub mod amps;
 pub mod bulldover;
+pub mod data_sharing;
 #[cfg(test)]
 mod fixture;
 pub mod hass;
@@ -30,6 +31,10 @@ pub const POLICIES: &[(&str, &str)] = &[
     (
         "bulldover",
         "BulldOver (Peternier et al.): the most FPU-intensive threads bound one per module (cores sharing an FPU)",
+    ),
+    (
+        "data-sharing",
+        "Data-sharing-conscious (Pinter and Zalmanovici): threads of one data fragment grouped on one CPU and run in succession",
     ),
     (
         "ipc-driven",
@@ -69,6 +74,7 @@ pub fn policy_with_options(name: &str, options: &PolicyOptions) -> Option<Box<dy
         }))),
         "hass" => Some(Box::new(hass::Hass::new(options.seed))),
         "ipc-driven" => Some(Box::new(ipc_driven::IpcDriven::new())),
+        "data-sharing" => Some(Box::new(data_sharing::DataSharing::new())),
         "bulldover" => Some(Box::new(bulldover::Bulldover::new(
             bulldover::BulldoverConfig {
                 period_ns: options

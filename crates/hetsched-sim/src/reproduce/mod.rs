@@ -7,6 +7,7 @@
 
 pub mod amps;
 pub mod bulldover;
+pub mod data_sharing;
 pub mod hass;
 
 use crate::batch::{run_jobs, Job};
@@ -108,6 +109,7 @@ pub fn experiments() -> impl Iterator<Item = &'static (&'static str, &'static st
         .iter()
         .chain(hass::EXPERIMENTS)
         .chain(bulldover::EXPERIMENTS)
+        .chain(data_sharing::EXPERIMENTS)
 }
 
 /// Run one experiment by name; `progress(done, total, label)` after each simulation.
@@ -118,6 +120,7 @@ pub fn run_experiment(
     amps::run(name, progress)
         .or_else(|| hass::run(name, progress))
         .or_else(|| bulldover::run(name, progress))
+        .or_else(|| data_sharing::run(name, progress))
 }
 
 /// A policy by CLI name with options, and the label it is reported under.
