@@ -120,6 +120,9 @@ pub struct IpcDriven {
     /// Clock of each partition's class, GHz.
     ghz: Vec<f64>,
     threads: Vec<Option<Tracked>>,
+    /// Threads at home per partition at `homes_at` (thread starts).
+    homes: Vec<u32>,
+    homes_at: Option<u64>,
     pub stats: IpcDrivenStats,
 }
 
@@ -385,7 +388,13 @@ impl Policy for IpcDriven {
     fn on_thread_start(&mut self, view: &View<'_>, thread: ThreadId) -> Option<CpuSet> {
         self.know_machine(view.topology);
         let obs = view.thread(thread);
-        let homes = self.home_counts(view);
+        // Threads at home per partition, counted once per instant (many threads start together)
+        // and kept current by this call's own assignments.
+        if self.homes_at != Some(view.now_ns) {
+            self.homes = self.home_counts(view);
+            self.homes_at = Some(view.now_ns);
+        }
+        let homes = &self.homes;
         let usable = |p: &usize| self.parts.usable(*p, &obs.user_allowed);
         let home = (0..self.parts.len())
             .filter(usable)
@@ -397,6 +406,7 @@ impl Policy for IpcDriven {
                     la.total_cmp(&lb).then(a.cmp(&b))
                 })
             })?;
+        self.homes[home] += 1;
         if self.threads.len() <= thread.index() {
             self.threads.resize(thread.index() + 1, None);
         }
