@@ -119,7 +119,8 @@ fn movable(sim: &Simulation<'_>, from: usize, to: usize) -> Option<usize> {
 /// may run.
 pub fn newidle_pull(sim: &mut Simulation<'_>, c: usize) {
     let mut best: Option<(u32, usize, usize)> = None;
-    for b in 0..sim.cores.len() {
+    // Only cores with a waiting thread can give one (ascending order, as a scan of all would).
+    for b in sim.queued.iter().map(|b| b.index()) {
         if b == c || sim.cores[b].queue.is_empty() {
             continue;
         }

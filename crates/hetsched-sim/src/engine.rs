@@ -244,6 +244,8 @@ pub struct Simulation<'a> {
     pub(crate) cores: Vec<SimCore>,
     pub(crate) core_obs: Vec<CoreObs>,
     pub(crate) idle: CpuSet,
+    /// Cores whose run queue holds a waiting thread.
+    pub(crate) queued: CpuSet,
     llcs: Vec<LlcState>,
     latency: Vec<Vec<f64>>,
     apps: Vec<AppInstance>,
@@ -436,6 +438,7 @@ impl<'a> Simulation<'a> {
             cores,
             core_obs: vec![CoreObs::default(); n],
             idle: CpuSet::all(n),
+            queued: CpuSet::new(),
             llcs,
             latency,
             apps: Vec::new(),
@@ -894,6 +897,7 @@ impl<'a> Simulation<'a> {
         self.obs[t].cpu = Some(core);
         let vr = self.threads[t].vruntime;
         self.cores[c].queue.push(vr, t as u32);
+        self.queued.insert(core);
         self.core_obs[c].runnable += 1;
         if self.cores[c].current.is_none() {
             self.need_pick.push(c as u32);
@@ -906,6 +910,9 @@ impl<'a> Simulation<'a> {
     /// Take a queued (not running) thread off its core's queue.
     pub(crate) fn dequeue_waiting(&mut self, t: usize, c: usize) {
         if self.cores[c].queue.remove(t as u32).is_some() {
+            if self.cores[c].queue.is_empty() {
+                self.queued.remove(CoreId(c as u32));
+            }
             self.core_obs[c].runnable -= 1;
             self.threads[t].lag = self.threads[t].vruntime - self.cores[c].min_vruntime;
         }
@@ -1255,9 +1262,17 @@ impl<'a> Simulation<'a> {
                 break;
             }
             self.queued_behind = false;
+            // Only idle cores some waiting thread may run on can pull anything: with threads
+            // pinned to a few cores of a large machine, trying every idle core was quadratic.
+            let mut wanted = CpuSet::new();
+            for b in self.queued.iter() {
+                for t in self.cores[b.index()].queue.threads() {
+                    wanted.union_with(&self.obs[t as usize].allowed);
+                }
+            }
             let idle: Vec<CoreId> = self
                 .idle
-                .iter()
+                .iter_intersection(&wanted)
                 .filter(|c| self.core_obs[c.index()].runnable == 0)
                 .collect();
             for c in idle {
@@ -1342,12 +1357,19 @@ impl<'a> Simulation<'a> {
                         .min();
                     if let Some((_, t)) = mate {
                         self.cores[c].queue.remove(t);
+                        if self.cores[c].queue.is_empty() {
+                            self.queued.remove(CoreId(c as u32));
+                        }
                         return Some(t as usize);
                     }
                 }
             }
         }
-        self.cores[c].queue.pop_first().map(|t| t as usize)
+        let t = self.cores[c].queue.pop_first();
+        if self.cores[c].queue.is_empty() {
+            self.queued.remove(CoreId(c as u32));
+        }
+        t.map(|t| t as usize)
     }
 
     /// A thread moved to another data fragment: the application's hint (Pinter section 4.1: the
@@ -1444,6 +1466,7 @@ impl<'a> Simulation<'a> {
                 self.obs[cur].state = ThreadState::Runnable;
                 let vr = self.threads[cur].vruntime;
                 self.cores[c].queue.push(vr, cur as u32);
+                self.queued.insert(CoreId(c as u32));
                 self.core_obs[c].runnable += 1;
                 self.queued_behind = true;
                 if let Some(t) = self.pick_next(c) {
@@ -1472,6 +1495,11 @@ impl<'a> Simulation<'a> {
         for (c, core) in self.cores.iter().enumerate() {
             let n = core.queue.len() as u32 + core.current.is_some() as u32;
             assert_eq!(n, self.core_obs[c].runnable, "core {c} runnable count");
+            assert_eq!(
+                self.queued.contains(CoreId(c as u32)),
+                !core.queue.is_empty(),
+                "core {c} in the set of cores with waiting threads"
+            );
             if let Some(t) = core.current {
                 seen[t as usize] += 1;
                 assert_eq!(self.obs[t as usize].state, ThreadState::Running);

@@ -69,9 +69,6 @@ pub struct DataSharing {
     groups: BTreeMap<DfKey, Vec<Group>>,
     /// Each managed thread's DF and group index.
     member_of: Vec<Option<(DfKey, usize)>>,
-    /// Threads placed at the current instant but not yet counted by the backend, per CPU.
-    pending: Vec<u32>,
-    pending_at: Option<u64>,
     sustained: u32,
     pub stats: DataSharingStats,
 }
@@ -95,17 +92,10 @@ impl DataSharing {
             .unwrap_or_default()
     }
 
-    /// Runnable threads per CPU as the backend counts them, plus this instant's placements.
-    fn loads(&mut self, view: &View<'_>) -> Vec<u32> {
-        if self.pending_at != Some(view.now_ns) {
-            self.pending = vec![0; view.cores.len()];
-            self.pending_at = Some(view.now_ns);
-        }
-        view.cores
-            .iter()
-            .zip(&self.pending)
-            .map(|(c, p)| c.runnable + p)
-            .collect()
+    /// Runnable threads per CPU as the backend counts them (a backend applies a placement before
+    /// the next callback, so the view is current).
+    fn loads(&self, view: &View<'_>) -> Vec<u32> {
+        view.cores.iter().map(|c| c.runnable).collect()
     }
 
     /// Put thread `t` of `app` working on `df` into a group; its CPU.
@@ -128,7 +118,6 @@ impl DataSharing {
         };
         groups[g].members += 1;
         let cpu = groups[g].cpu;
-        self.pending[cpu.index()] += 1;
         if self.member_of.len() <= t.index() {
             self.member_of.resize(t.index() + 1, None);
         }

@@ -426,10 +426,13 @@ impl Policy for IpcDriven {
         if let Some(slot) = self.threads.get_mut(thread.index()) {
             *slot = None;
         }
+        // The exited thread no longer counts at home: recount at the next start.
+        self.homes_at = None;
     }
 
     fn rebalance(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
         self.know_machine(view.topology);
+        self.homes_at = None;
         for i in 0..self.threads.len() {
             if self.threads[i].is_some() {
                 self.sample(view, ThreadId(i as u32), out);
