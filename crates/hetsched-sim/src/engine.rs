@@ -151,9 +151,11 @@ pub(crate) struct SimCore {
     /// The shared cache below the LLC this core uses (a Bulldozer module's L2): index into
     /// `Simulation::shared_l2s`.
     l2: Option<usize>,
-    /// The running thread's footprint in that cache, and its misses there per kilo-instruction.
+    /// The running thread's footprint in that cache, its misses there per kilo-instruction, and
+    /// its misses with that cache to itself (fixed for the phase, priced at dispatch).
     cur_l2_ws: f64,
     cur_l2_mpki: f64,
+    cur_l2_alone: f64,
 }
 
 /// A cache below the LLC shared by several cores: its co-runners' footprints shrink a thread's
@@ -345,6 +347,7 @@ impl<'a> Simulation<'a> {
                     l2: None,
                     cur_l2_ws: 0.0,
                     cur_l2_mpki: 0.0,
+                    cur_l2_alone: 0.0,
                 }
             })
             .collect();
@@ -969,7 +972,11 @@ impl<'a> Simulation<'a> {
     fn refresh_phase_cache(&mut self, c: usize, t: usize) {
         let info = *self.phase_info(t);
         let lat = self.mem_latency(t, c);
+        let l2_alone = self.cores[c]
+            .l2
+            .map_or(0.0, |l2| info.phase.miss.mpki(self.shared_l2s[l2].capacity));
         let core = &mut self.cores[c];
+        core.cur_l2_alone = l2_alone;
         core.cur_lat = lat;
         core.cur_share = f64::NAN;
         core.cur_ideal = info.ideal_ns_per_instr;
@@ -1223,11 +1230,10 @@ impl<'a> Simulation<'a> {
         let mut l2_mpki = 0.0;
         if let Some(l2) = core.l2 {
             let st = &self.shared_l2s[l2];
-            let alone = phase.miss.mpki(st.capacity);
             l2_mpki = phase
                 .miss
                 .mpki(perf::llc_share(core.cur_l2_ws, st.sum_ws, st.capacity));
-            ns += perf::shared_cache_penalty_ns(l2_mpki, alone, st.next_latency_ns);
+            ns += perf::shared_cache_penalty_ns(l2_mpki, core.cur_l2_alone, st.next_latency_ns);
         }
         let core = &mut self.cores[c];
         core.cur_l2_mpki = l2_mpki;

@@ -10,6 +10,7 @@ pub mod perf;
 pub mod presets;
 pub mod reproduce;
 mod runqueue;
+pub mod splits;
 pub mod static_best;
 pub mod workload;
 

@@ -22,6 +22,7 @@
 
 use crate::batch::{run_jobs, Job};
 use crate::metrics::{AppResult, RunResult};
+use crate::splits::for_each_split;
 use crate::workload::{AppSpec, Workload};
 use crate::SimConfig;
 use hetsched_core::policies::linux_default::LinuxDefault;
@@ -92,16 +93,18 @@ pub fn assignments(
     check_single_threaded(workload)?;
     let copies: Vec<u32> = workload.apps.iter().map(|a| a.copies).collect();
     let (parts, quotas) = partitions_and_quotas(topo, copies.iter().sum());
+    // Partitions are filled exactly: a split counts only when no partition has room left.
     let mut out = Vec::new();
-    let mut current = vec![vec![0; parts.len()]; copies.len()];
-    let complete = enumerate(
-        &copies,
-        0,
-        &mut quotas.clone(),
-        &mut current,
-        &mut out,
-        limit,
-    );
+    let complete = for_each_split(&copies, &quotas, &mut |m, room| {
+        if room.iter().any(|&r| r > 0) {
+            return true;
+        }
+        if out.len() >= limit {
+            return false;
+        }
+        out.push(Assignment { copies: m.to_vec() });
+        true
+    });
     if !complete {
         return Err(StaticError::TooMany {
             count: format!("more than {limit}"),
@@ -110,57 +113,6 @@ pub fn assignments(
         });
     }
     Ok(out)
-}
-
-/// Fill app `a`'s row and recurse; false when the limit was passed.
-fn enumerate(
-    copies: &[u32],
-    a: usize,
-    room: &mut Vec<u32>,
-    current: &mut Vec<Vec<u32>>,
-    out: &mut Vec<Assignment>,
-    limit: usize,
-) -> bool {
-    if a == copies.len() {
-        if room.iter().all(|&r| r == 0) {
-            if out.len() >= limit {
-                return false;
-            }
-            out.push(Assignment {
-                copies: current.clone(),
-            });
-        }
-        return true;
-    }
-    split(copies, a, 0, copies[a], room, current, out, limit)
-}
-
-/// Put `left` copies of app `a` into partitions `p..`.
-#[allow(clippy::too_many_arguments)]
-fn split(
-    copies: &[u32],
-    a: usize,
-    p: usize,
-    left: u32,
-    room: &mut Vec<u32>,
-    current: &mut Vec<Vec<u32>>,
-    out: &mut Vec<Assignment>,
-    limit: usize,
-) -> bool {
-    if p == room.len() {
-        return left > 0 || enumerate(copies, a + 1, room, current, out, limit);
-    }
-    for k in (0..=left.min(room[p])).rev() {
-        room[p] -= k;
-        current[a][p] = k;
-        let ok = split(copies, a, p + 1, left - k, room, current, out, limit);
-        room[p] += k;
-        current[a][p] = 0;
-        if !ok {
-            return false;
-        }
-    }
-    true
 }
 
 /// Up to `n` distinct static assignments drawn at random (seeded): each copy in a random order
@@ -204,7 +156,7 @@ pub fn sample_assignments(
 /// The workload with every copy bound to its partition: one app entry per copy, with the CPU mask
 /// of its partition. `binding[i]` is the partition of entry `i` (for [`per_class_times`]).
 pub fn bind(topo: &Topology, workload: &Workload, a: &Assignment) -> (Workload, Vec<usize>) {
-    let (parts, _) = partitions_and_quotas(topo, 0);
+    let parts = Partitions::new(topo);
     let mut apps = Vec::new();
     let mut binding = Vec::new();
     for (spec, row) in workload.apps.iter().zip(&a.copies) {
@@ -344,7 +296,7 @@ pub fn per_class_times(
     workload: &Workload,
     runs: &StaticRuns,
 ) -> Vec<Vec<Option<f64>>> {
-    let (parts, _) = partitions_and_quotas(topo, 0);
+    let parts = Partitions::new(topo);
     let classes = topo.classes().len();
     let mut sums = vec![vec![(0.0, 0u64); classes]; workload.apps.len()];
     for (run, binding) in &runs.bound {

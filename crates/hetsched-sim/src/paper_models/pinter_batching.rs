@@ -16,6 +16,7 @@
 //!   every CPU gets), refusing instances whose count of splits, bounded without the size
 //!   constraint by `Π_kinds C(count + m − 1, m − 1)`, exceeds [`MAX_SPLITS`].
 
+use crate::splits::for_each_split;
 use std::collections::BTreeMap;
 
 /// A task: its data fragment, whether it writes (invalidates) it, and the cache lines it reads.
@@ -124,32 +125,23 @@ pub fn optimal_split_g(
         return None;
     }
     let mut best: Option<(f64, Vec<Vec<u32>>)> = None;
-    let mut counts = vec![vec![0u32; m]; kinds.len()];
-    let mut room = vec![k as u32; m];
-    search(
-        &kinds,
-        0,
-        0,
-        kinds.first().map_or(0, |k| k.1),
-        &mut room,
-        &mut counts,
-        &mut |counts| {
-            let worst = (0..m)
-                .map(|cpu| {
-                    let d = (0..kinds.len())
-                        .filter(|&i| counts[i][cpu] > 0)
-                        .map(|i| kinds[i].0.df)
-                        .collect::<std::collections::BTreeSet<_>>()
-                        .len();
-                    d.saturating_sub(1) as f64 * (c.big_t_r + c.t_w)
-                })
-                .fold(0.0, f64::max);
-            if best.as_ref().is_none_or(|(b, _)| worst < *b) {
-                best = Some((worst, counts.to_vec()));
-            }
-            true
-        },
-    );
+    let sizes: Vec<u32> = kinds.iter().map(|k| k.1).collect();
+    for_each_split(&sizes, &vec![k as u32; m], &mut |counts, _| {
+        let worst = (0..m)
+            .map(|cpu| {
+                let d = (0..kinds.len())
+                    .filter(|&i| counts[i][cpu] > 0)
+                    .map(|i| kinds[i].0.df)
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len();
+                d.saturating_sub(1) as f64 * (c.big_t_r + c.t_w)
+            })
+            .fold(0.0, f64::max);
+        if best.as_ref().is_none_or(|(b, _)| worst < *b) {
+            best = Some((worst, counts.to_vec()));
+        }
+        true
+    });
     let (t, counts) = best?;
     let split = (0..m)
         .map(|cpu| {
@@ -161,46 +153,6 @@ pub fn optimal_split_g(
         })
         .collect();
     Some((t, split))
-}
-
-/// Put the `left` remaining tasks of kind `i` on CPUs `cpu..`, then go on to kind `i + 1`; `visit`
-/// sees every complete split and returns false to stop.
-fn search(
-    kinds: &[(DfTask, u32)],
-    i: usize,
-    cpu: usize,
-    left: u32,
-    room: &mut Vec<u32>,
-    counts: &mut Vec<Vec<u32>>,
-    visit: &mut dyn FnMut(&[Vec<u32>]) -> bool,
-) -> bool {
-    if i == kinds.len() {
-        return visit(counts);
-    }
-    let m = room.len();
-    if cpu == m {
-        return left > 0
-            || search(
-                kinds,
-                i + 1,
-                0,
-                kinds.get(i + 1).map_or(0, |k| k.1),
-                room,
-                counts,
-                visit,
-            );
-    }
-    for take in (0..=left.min(room[cpu])).rev() {
-        room[cpu] -= take;
-        counts[i][cpu] = take;
-        let go_on = search(kinds, i, cpu + 1, left - take, room, counts, visit);
-        room[cpu] += take;
-        counts[i][cpu] = 0;
-        if !go_on {
-            return false;
-        }
-    }
-    true
 }
 
 /// Section 4.1's online placement, for comparison with the optimum: tasks in arrival order; a task
