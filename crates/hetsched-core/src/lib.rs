@@ -17,8 +17,8 @@ pub mod topology;
 pub use cpuset::CpuSet;
 pub use ids::{AppId, ClassId, CoreId, LlcId, ModuleId, NodeId, ThreadId};
 pub use input::InputError;
-pub use observe::{CoreObs, Counters, ThreadObs, ThreadState, View};
-pub use policy::{Hint, Placement, Policy};
+pub use observe::{CoreObs, Counters, LlcTraffic, ThreadObs, ThreadState, View};
+pub use policy::{Hint, PageMove, Placement, Policy};
 pub use signature::Signature;
 pub use topology::{
     Cache, Core, CoreClass, Module, Node, Partition, Topology, TopologyError, TopologySpec,

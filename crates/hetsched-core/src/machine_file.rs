@@ -128,6 +128,8 @@ struct FileNode {
     distance: Vec<i64>,
     latency_ns: Option<Vec<f64>>,
     memory: Option<SizeField>,
+    /// Peak memory bandwidth, GB/s (10^9 bytes per second, as datasheets give it).
+    bandwidth_gbs: Option<f64>,
 }
 
 /// Parse a byte size: a number of bytes, or text such as `16 KiB`, `48K`, `2MB`, `1 GiB` (binary
@@ -272,6 +274,7 @@ fn to_spec(m: FileMachine) -> Result<TopologySpec, (String, String)> {
             distance: n.distance,
             latency_ns: n.latency_ns,
             memory_bytes,
+            bandwidth_bytes_per_s: n.bandwidth_gbs.map(|g| g * 1e9),
         });
     }
     Ok(spec)

@@ -68,6 +68,28 @@ impl Counters {
     }
 }
 
+/// Cumulative LLC traffic of a thread beyond [`Counters`] (Ding et al. equation 5: the eviction rate
+/// `ER = N_e / N_fe`). Read at profiling periods, not at every switch, so it lives outside the
+/// first cache line. A backend whose PMU has no such events leaves both at 0; a policy then falls
+/// back to `llc_misses / llc_refs`, which equals `N_e / N_fe` in steady state.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LlcTraffic {
+    /// `N_e`: lines of this thread evicted from the LLC.
+    pub evictions: f64,
+    /// `N_fe`: lines the thread's L2 evictions wrote into the LLC.
+    pub fills: f64,
+}
+
+impl LlcTraffic {
+    /// Difference of two snapshots (self later than `earlier`).
+    pub fn since(&self, earlier: &LlcTraffic) -> LlcTraffic {
+        LlcTraffic {
+            evictions: self.evictions - earlier.evictions,
+            fills: self.fills - earlier.fills,
+        }
+    }
+}
+
 /// One thread as a policy sees it. The first cache line holds what a backend writes at every
 /// context switch: state, CPU and counters (12 + 52 bytes).
 #[derive(Clone, Debug)]
@@ -85,6 +107,10 @@ pub struct ThreadObs {
     pub user_allowed: CpuSet,
     /// Resident bytes per NUMA node that this thread brought in (AMPS section 2.4.2).
     pub resident_bytes: Vec<u64>,
+    /// LLC misses served by each node's memory, cumulative: the access heat of the thread's pages
+    /// per node (Ding et al. section 3.3.2, sticky pages). All zero on a one-node machine.
+    pub node_accesses: Vec<f64>,
+    pub llc_traffic: LlcTraffic,
     /// The data fragment the thread works on, when the application says (Pinter section 4).
     pub data_fragment: Option<u64>,
     /// The thread's architectural signature (HASS section 3), when its binary or the application
@@ -105,6 +131,8 @@ impl ThreadObs {
             allowed: user_allowed.clone(),
             user_allowed,
             resident_bytes: vec![0; nodes],
+            node_accesses: vec![0.0; nodes],
+            llc_traffic: LlcTraffic::default(),
             data_fragment: None,
             signature: None,
         }

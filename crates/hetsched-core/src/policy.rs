@@ -4,7 +4,7 @@
 //! time comes in as `View::now_ns`.
 
 use crate::cpuset::CpuSet;
-use crate::ids::{CoreId, ThreadId};
+use crate::ids::{AppId, CoreId, NodeId, ThreadId};
 use crate::observe::View;
 use crate::signature::Signature;
 use std::sync::Arc;
@@ -27,6 +27,16 @@ impl Placement {
             cpus: CpuSet::single(core),
         }
     }
+}
+
+/// Move an application's most accessed pages ("sticky pages", Ding et al. section 3.3.2) that are
+/// not on node `to` there, at most `max_bytes` of them. The backend chooses the pages by their
+/// access heat and charges the copy to the application's threads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageMove {
+    pub app: AppId,
+    pub to: NodeId,
+    pub max_bytes: u64,
 }
 
 /// A hint from an application about one of its threads.
@@ -88,6 +98,10 @@ pub trait Policy: Send {
     fn batches_by_data_fragment(&self) -> bool {
         false
     }
+
+    /// Page moves the policy asks for since the last call; the backend collects them after every
+    /// callback that may place threads. Default: none.
+    fn take_page_moves(&mut self, _out: &mut Vec<PageMove>) {}
 
     /// True for the baseline: the backend's own balancer does everything.
     fn is_baseline(&self) -> bool {

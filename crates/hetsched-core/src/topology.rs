@@ -97,6 +97,10 @@ pub struct Node {
     /// Unloaded memory latency in ns from a core of this node to memory of every node.
     pub latency_ns: Vec<f64>,
     pub memory_bytes: Option<u64>,
+    /// Peak bandwidth of the node's memory, bytes per second, when known: the simulator queues the
+    /// node's memory traffic against it (Ding et al. section 3.3.2, memory contention); without it,
+    /// memory has no bandwidth limit.
+    pub bandwidth_bytes_per_s: Option<f64>,
 }
 
 /// A HASS CPU partition: cores of one class, the scope of regular assignment (HASS section 4).
@@ -184,6 +188,7 @@ pub struct NodeSpec {
     pub distance: Vec<i64>,
     pub latency_ns: Option<Vec<f64>>,
     pub memory_bytes: Option<u64>,
+    pub bandwidth_bytes_per_s: Option<f64>,
 }
 
 /// Everything a machine description says, unchecked. `Topology::build` checks it.
@@ -516,6 +521,7 @@ impl Topology {
                 distance: vec![10],
                 latency_ns: vec![lat],
                 memory_bytes: None,
+                bandwidth_bytes_per_s: None,
             });
             node_of.iter_mut().for_each(|x| *x = Some(NodeId(0)));
         } else {
@@ -584,12 +590,16 @@ impl Topology {
                             .collect()
                     }
                 };
+                if let Some(b) = nd.bandwidth_bytes_per_s {
+                    check_positive(&at("bandwidth"), b)?;
+                }
                 nodes.push(Node {
                     id: NodeId(i as u32),
                     cpus: nd.cpus.iter().collect(),
                     distance: nd.distance.iter().map(|&d| d as u32).collect(),
                     latency_ns: latency,
                     memory_bytes: nd.memory_bytes,
+                    bandwidth_bytes_per_s: nd.bandwidth_bytes_per_s,
                 });
             }
             for i in 0..k {
@@ -901,6 +911,7 @@ pub(crate) mod tests {
                     distance: vec![10, 20],
                     latency_ns: Some(vec![70.0, 140.0]),
                     memory_bytes: None,
+                    bandwidth_bytes_per_s: None,
                 },
                 NodeSpec {
                     origin: "nodes[1]".into(),
@@ -908,6 +919,7 @@ pub(crate) mod tests {
                     distance: vec![20, 10],
                     latency_ns: Some(vec![140.0, 70.0]),
                     memory_bytes: None,
+                    bandwidth_bytes_per_s: None,
                 },
             ],
             ..Default::default()

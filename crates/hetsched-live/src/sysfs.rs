@@ -370,6 +370,7 @@ pub fn discover(root: &Path) -> Discovery {
                 ),
                 distance: row,
                 memory_bytes: None,
+                bandwidth_bytes_per_s: None,
             });
         }
         warnings.push(format!(

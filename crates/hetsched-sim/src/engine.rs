@@ -31,8 +31,8 @@ use crate::runqueue::RunQueue;
 use crate::workload::{Phase, PhaseEnd, Workload};
 use hetsched_core::rng::SeededRng;
 use hetsched_core::{
-    AppId, CoreId, CoreObs, CpuSet, Hint, Placement, Policy, ThreadId, ThreadObs, ThreadState,
-    Topology, View,
+    AppId, CoreId, CoreObs, CpuSet, Hint, PageMove, Placement, Policy, ThreadId, ThreadObs,
+    ThreadState, Topology, View,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -249,7 +249,20 @@ pub struct Simulation<'a> {
     /// Cores whose run queue holds a waiting thread.
     pub(crate) queued: CpuSet,
     llcs: Vec<LlcState>,
+    /// Memory latency from each node's cores to each node, ns: the machine's unloaded latency plus
+    /// the memory node's queueing delay.
     latency: Vec<Vec<f64>>,
+    /// The machine's unloaded latencies.
+    base_latency: Vec<Vec<f64>>,
+    /// Per node: its memory's bandwidth in bytes per ns, when the machine gives one.
+    bandwidth: Vec<Option<f64>>,
+    /// Some node has a bandwidth: traffic is counted per node and queued against it.
+    bandwidth_model: bool,
+    /// Bytes each node's memory served since the last tick.
+    node_traffic: Vec<f64>,
+    /// Each node's current queueing delay, ns.
+    queue_delay_ns: Vec<f64>,
+    page_moves: Vec<PageMove>,
     apps: Vec<AppInstance>,
     /// Per spec: copies that will never run again.
     copies_done: Vec<u32>,
@@ -276,6 +289,8 @@ pub struct Simulation<'a> {
     rejected_placements: u64,
     policy_time: std::time::Duration,
     llc_misses: f64,
+    /// Bytes moved by the policy's page moves.
+    pages_moved_bytes: f64,
     /// Whether any page has been placed yet (until then every access is local).
     memory_placed: bool,
     gantt: Vec<GanttSegment>,
@@ -377,7 +392,13 @@ impl<'a> Simulation<'a> {
                 .map(|n| n.latency_ns[n.id.index()])
                 .fold(f64::MAX, f64::min),
         };
-        let latency = topo.nodes().iter().map(|n| n.latency_ns.clone()).collect();
+        let latency: Vec<Vec<f64>> = topo.nodes().iter().map(|n| n.latency_ns.clone()).collect();
+        let bandwidth: Vec<Option<f64>> = topo
+            .nodes()
+            .iter()
+            .map(|n| n.bandwidth_bytes_per_s.map(|b| b / NS_PER_S as f64))
+            .collect();
+        let bandwidth_model = bandwidth.iter().any(Option::is_some);
         let mut phases = Vec::new();
         let mut phase_base = Vec::with_capacity(workload.apps.len());
         for spec in &workload.apps {
@@ -443,7 +464,13 @@ impl<'a> Simulation<'a> {
             idle: CpuSet::all(n),
             queued: CpuSet::new(),
             llcs,
+            base_latency: latency.clone(),
             latency,
+            node_traffic: vec![0.0; bandwidth.len()],
+            queue_delay_ns: vec![0.0; bandwidth.len()],
+            bandwidth,
+            bandwidth_model,
+            page_moves: Vec::new(),
             apps: Vec::new(),
             copies_done: vec![0; workload.apps.len()],
             completions: vec![Vec::new(); workload.apps.len()],
@@ -461,6 +488,7 @@ impl<'a> Simulation<'a> {
             rejected_placements: 0,
             policy_time: std::time::Duration::ZERO,
             llc_misses: 0.0,
+            pages_moved_bytes: 0.0,
             memory_placed: false,
             gantt: Vec::new(),
             gantt_dropped: 0,
@@ -949,7 +977,7 @@ impl<'a> Simulation<'a> {
             let missing = ws - surviving;
             let lat = self.cores[c].cur_lat;
             penalty += perf::cold_refill_ns(missing, self.llcs[l].line, lat);
-            self.note_fill(t, l, missing);
+            self.note_fill(t, l, missing, false);
             self.llcs[l].sum_ws += ws;
             self.cores[c].cur_ws = ws;
         }
@@ -984,15 +1012,64 @@ impl<'a> Simulation<'a> {
         core.cur_df = info.phase.data_fragment;
     }
 
-    /// Record `bytes` brought into LLC `l` on behalf of thread `t`.
-    fn note_fill(&mut self, t: usize, l: usize, bytes: f64) {
+    /// Record `bytes` brought into LLC `l` on behalf of thread `t`: demand misses while it runs
+    /// (`demand`), or a refill after a move or a long absence.
+    fn note_fill(&mut self, t: usize, l: usize, bytes: f64, demand: bool) {
         if bytes <= 0.0 {
             return;
         }
         self.llcs[l].fill += bytes;
-        let lines = bytes / self.llcs[l].line;
+        let line = self.llcs[l].line;
+        let lines = bytes / line;
         self.obs[t].counters.llc_misses += lines;
         self.llc_misses += lines;
+        self.serve_from_memory(t, lines, line, demand);
+    }
+
+    /// `lines` LLC misses of thread `t` go to memory: each node serves its share, in proportion to
+    /// where the thread's pages (or, with none, its process's) live; before any page is placed, the
+    /// node of the core it runs on. The shares are the pages' access heat. Demand misses are also
+    /// the traffic a node queues ([`perf::queueing_delay_ns`]): they come at the rate the latency
+    /// allows. A refill is booked at once although it takes `cold_refill_ns` to happen, so
+    /// counting it as one tick's traffic would be a burst no memory sees; its cost is priced by
+    /// the refill time alone.
+    fn serve_from_memory(&mut self, t: usize, lines: f64, line: f64, demand: bool) {
+        let nodes = self.bandwidth.len();
+        let queued = demand && self.bandwidth_model;
+        if nodes == 1 {
+            if queued {
+                self.node_traffic[0] += lines * line;
+            }
+            return;
+        }
+        let th = &self.threads[t];
+        let spread = if !self.memory_placed {
+            None
+        } else if th.total_bytes > 0.0 {
+            Some((&th.bytes_per_node, th.total_bytes))
+        } else {
+            let app = &self.apps[th.app];
+            (app.total_bytes > 0.0).then_some((&app.bytes_per_node, app.total_bytes))
+        };
+        match spread {
+            Some((per_node, total)) => {
+                let obs = &mut self.obs[t];
+                for (n, &b) in per_node.iter().enumerate() {
+                    let share = lines * b / total;
+                    obs.node_accesses[n] += share;
+                    if queued {
+                        self.node_traffic[n] += share * line;
+                    }
+                }
+            }
+            None => {
+                let node = self.obs[t].cpu.map_or(0, |c| self.cores[c.index()].node);
+                self.obs[t].node_accesses[node] += lines;
+                if queued {
+                    self.node_traffic[node] += lines * line;
+                }
+            }
+        }
     }
 
     /// Refill cost of the thread's current data fragment on core `c`'s LLC, and the coherence
@@ -1018,7 +1095,7 @@ impl<'a> Simulation<'a> {
         }
         df.copies.push((l, fill + missing));
         let lat = self.cores[c].cur_lat;
-        self.note_fill(t, l, missing);
+        self.note_fill(t, l, missing, false);
         perf::cold_refill_ns(missing, self.llcs[l].line, lat)
     }
 
@@ -1146,16 +1223,23 @@ impl<'a> Simulation<'a> {
         cnt.fp_busy_cycles += instr * phase.cpi * cpi_factor * phase.fp_fraction;
         cnt.llc_refs += instr * refs_pki / 1000.0;
         let misses = instr * mpki / 1000.0;
+        // Ding et al. equation 5: the lines the thread's L2 evictions write into the LLC are its
+        // LLC references; in steady state each demand miss evicts one of its own lines (its share
+        // of the LLC is full). Refills after a move grow the share and evict nobody's of its own.
+        let traffic = &mut self.obs[t].llc_traffic;
+        traffic.fills += instr * refs_pki / 1000.0;
+        traffic.evictions += misses;
         if self.cores[c].l2.is_some() {
             self.l2_misses[self.threads[t].cur as usize] +=
                 instr * self.cores[c].cur_l2_mpki / 1000.0;
         }
         if let Some(l) = self.cores[c].llc {
             let bytes = misses * self.llcs[l].line;
-            self.note_fill(t, l, bytes);
+            self.note_fill(t, l, bytes, true);
         } else {
             self.obs[t].counters.llc_misses += misses;
             self.llc_misses += misses;
+            self.serve_from_memory(t, misses, 64.0, true);
         }
         if phase.alloc_bytes > 0 {
             let b = instr / phase.instructions * phase.alloc_bytes as f64;
@@ -1225,7 +1309,7 @@ impl<'a> Simulation<'a> {
             core.eff_ghz,
             fpu_slow,
             mpki,
-            core.cur_lat,
+            core.cur_lat / phase.mlp,
         );
         let mut l2_mpki = 0.0;
         if let Some(l2) = core.l2 {
@@ -1335,6 +1419,102 @@ impl<'a> Simulation<'a> {
             self.apply_placement(p);
         }
         self.placements = out;
+        let mut moves = std::mem::take(&mut self.page_moves);
+        self.policy.take_page_moves(&mut moves);
+        for m in moves.drain(..) {
+            self.move_pages(&m);
+        }
+        self.page_moves = moves;
+    }
+
+    /// Move up to `m.max_bytes` of the application's pages that are not on `m.to` there (Ding et
+    /// al. section 3.3.2, sticky pages): from the node whose pages are accessed most first, and
+    /// within a node the most recently allocated first (a phase works on what it allocated last).
+    /// Each owner waits while its pages are copied ([`perf::PAGE_MIGRATION_BYTES_PER_S`]).
+    fn move_pages(&mut self, m: &PageMove) {
+        let a = m.app.index();
+        let to = m.to.index();
+        if a >= self.apps.len() || self.apps[a].done || to >= self.latency.len() {
+            return;
+        }
+        // Access heat per node of the application's pages.
+        let nodes = self.latency.len();
+        let mut heat = vec![0.0; nodes];
+        for (th, obs) in self.threads.iter().zip(&self.obs) {
+            if th.app == a {
+                for (h, x) in heat.iter_mut().zip(&obs.node_accesses) {
+                    *h += x;
+                }
+            }
+        }
+        let mut sources: Vec<usize> = (0..nodes)
+            .filter(|&n| n != to && self.apps[a].bytes_per_node[n] > 0.0)
+            .collect();
+        sources.sort_by(|&x, &y| heat[y].total_cmp(&heat[x]).then(x.cmp(&y)));
+        if sources.is_empty() || m.max_bytes == 0 {
+            return;
+        }
+        // Bill the application's running threads before their memory changes under them.
+        let running: Vec<usize> = (0..self.cores.len())
+            .filter(|&c| {
+                self.cores[c]
+                    .current
+                    .is_some_and(|t| self.threads[t as usize].app == a)
+            })
+            .collect();
+        for &c in &running {
+            self.bill(c);
+        }
+        let mut budget = m.max_bytes as f64;
+        let mut moved_by_owner: Vec<(usize, f64)> = Vec::new();
+        for src in sources {
+            let mut i = self.apps[a].pages.len();
+            while i > 0 && budget > 0.0 {
+                i -= 1;
+                let pages = &mut self.apps[a].pages;
+                if pages[i].node != src {
+                    continue;
+                }
+                let take = pages[i].bytes.min(budget);
+                budget -= take;
+                let owner = pages[i].owner as usize;
+                if take >= pages[i].bytes {
+                    pages[i].node = to;
+                } else {
+                    pages[i].bytes -= take;
+                    pages.insert(
+                        i + 1,
+                        PageRun {
+                            owner: owner as u32,
+                            node: to,
+                            bytes: take,
+                        },
+                    );
+                }
+                let app = &mut self.apps[a];
+                app.bytes_per_node[src] -= take;
+                app.bytes_per_node[to] += take;
+                if self.obs[owner].state != ThreadState::Exited {
+                    let th = &mut self.threads[owner];
+                    th.bytes_per_node[src] = (th.bytes_per_node[src] - take).max(0.0);
+                    th.bytes_per_node[to] += take;
+                    self.obs[owner].resident_bytes[src] = th.bytes_per_node[src] as u64;
+                    self.obs[owner].resident_bytes[to] = th.bytes_per_node[to] as u64;
+                    moved_by_owner.push((owner, take));
+                }
+            }
+        }
+        for (owner, bytes) in moved_by_owner {
+            self.threads[owner].penalty_ns +=
+                bytes / perf::PAGE_MIGRATION_BYTES_PER_S * NS_PER_S as f64;
+        }
+        self.pages_moved_bytes += m.max_bytes as f64 - budget;
+        for c in running {
+            if let Some(t) = self.cores[c].current {
+                self.cores[c].cur_lat = self.mem_latency(t as usize, c);
+                self.set_rate(c);
+            }
+        }
     }
 
     /// Remove the queued thread with the least virtual runtime (ties: lowest id). When the policy
@@ -1443,6 +1623,9 @@ impl<'a> Simulation<'a> {
     fn tick(&mut self) {
         self.tick_no += 1;
         let n = self.cores.len();
+        if self.bandwidth_model {
+            self.update_queueing();
+        }
         for c in 0..n {
             // A few cores ahead, fetch the thread state this loop will touch there: the running
             // thread (billed) and the first queued one (dispatched if it preempts). With 16k
@@ -1480,6 +1663,9 @@ impl<'a> Simulation<'a> {
                 }
                 continue;
             }
+            if self.bandwidth_model {
+                self.cores[c].cur_lat = self.mem_latency(cur, c);
+            }
             self.set_rate(c);
         }
         if self.tick_no.is_multiple_of(BALANCE_TICKS) {
@@ -1489,6 +1675,32 @@ impl<'a> Simulation<'a> {
             let period = self.policy.rebalance_period_ns().max(self.cfg.quantum_ns);
             self.next_policy_ns = self.now.saturating_add(period);
             self.with_policy(|p, view, out| p.rebalance(view, out));
+        }
+    }
+
+    /// Bill every running thread up to now, then set each node's queueing delay for the next tick
+    /// from the traffic its memory served in the last one ([`perf::queueing_delay_ns`]).
+    fn update_queueing(&mut self) {
+        for c in 0..self.cores.len() {
+            self.bill(c);
+        }
+        let interval = self.cfg.quantum_ns as f64;
+        for n in 0..self.bandwidth.len() {
+            let Some(b) = self.bandwidth[n] else {
+                continue;
+            };
+            let delay = perf::queueing_delay_ns(
+                self.node_traffic[n],
+                interval,
+                b,
+                self.base_latency[n][n],
+                self.queue_delay_ns[n],
+            );
+            self.queue_delay_ns[n] = delay;
+            self.node_traffic[n] = 0.0;
+            for (row, base) in self.latency.iter_mut().zip(&self.base_latency) {
+                row[n] = base[n] + delay;
+            }
         }
     }
 
@@ -1557,11 +1769,19 @@ impl<'a> Simulation<'a> {
         };
         // FPU busy and total cycles per spec, from the threads' counters (BulldOver equation 1).
         let mut fp_cycles = vec![(0.0, 0.0); self.workload.apps.len()];
+        // (instructions, LLC misses, evictions, fills) per spec.
+        let mut llc = vec![[0.0; 4]; self.workload.apps.len()];
         for (th, obs) in self.threads.iter().zip(&self.obs) {
             let spec = self.apps[th.app].spec;
             let (busy, all) = (obs.counters.fp_busy_cycles, obs.counters.cycles);
             fp_cycles[spec].0 += busy;
             fp_cycles[spec].1 += all;
+            let c = obs.counters;
+            let sums = &mut llc[spec];
+            sums[0] += c.instructions;
+            sums[1] += c.llc_misses;
+            sums[2] += obs.llc_traffic.evictions;
+            sums[3] += obs.llc_traffic.fills;
         }
         let apps = self
             .workload
@@ -1581,6 +1801,10 @@ impl<'a> Simulation<'a> {
                     })
                     .collect(),
                 class_migrations: spec_phases(si).map(|p| self.class_moves[p]).sum(),
+                instructions: llc[si][0],
+                llc_misses: llc[si][1],
+                llc_evictions: llc[si][2],
+                llc_fills: llc[si][3],
                 name: spec.name.clone(),
                 completion_s: if times.is_empty() {
                     None
@@ -1638,6 +1862,7 @@ impl<'a> Simulation<'a> {
                 simulated_s: self.now as f64 / NS_PER_S as f64,
             },
             balance_moves: self.balance.moves,
+            pages_moved_bytes: self.pages_moved_bytes,
             notices: Vec::new(),
         }
     }
@@ -1683,7 +1908,7 @@ fn ideal_ns_per_instr(phase: &Phase, best: &BestCore) -> f64 {
         best.eff_ghz,
         1.0,
         phase.miss.mpki(share),
-        best.latency_ns,
+        best.latency_ns / phase.mlp,
     )
 }
 

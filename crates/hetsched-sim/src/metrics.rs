@@ -22,9 +22,23 @@ pub struct AppResult {
     pub fpu_usage: Option<f64>,
     /// Misses in shared caches below the LLC (module L2s), all its threads (BulldOver Figure 7).
     pub l2_misses: f64,
+    /// Instructions, LLC misses and LLC traffic of all its threads (Ding et al. equations 5-6).
+    pub instructions: f64,
+    pub llc_misses: f64,
+    pub llc_evictions: f64,
+    pub llc_fills: f64,
 }
 
 impl AppResult {
+    /// LLC misses per kilo-instruction over the run.
+    pub fn mpki(&self) -> f64 {
+        if self.instructions > 0.0 {
+            self.llc_misses / self.instructions * 1000.0
+        } else {
+            0.0
+        }
+    }
+
     /// CPU time on every class, s.
     pub fn cpu_s(&self) -> f64 {
         self.cpu_s_by_class.iter().sum()
@@ -82,6 +96,8 @@ pub struct RunResult {
     pub threads: u64,
     /// Threads moved by the baseline balancer.
     pub balance_moves: u64,
+    /// Bytes of memory the policy's page moves migrated between nodes.
+    pub pages_moved_bytes: f64,
     /// What the policy asked to tell the user (once each).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,

@@ -4,7 +4,7 @@
 //! Time per instruction of thread t on core c (DESIGN.md "Simulator model"):
 //!
 //! ```text
-//!   ns/instr = cpi_t × cpi_factor_c / f_c × fpu_slow  +  mpki_t(llc_share) / 1000 × lat(t, c)
+//!   ns/instr = cpi_t × cpi_factor_c / f_c × fpu_slow  +  mpki_t(llc_share) / 1000 × lat(t, c) / mlp_t
 //! ```
 //!
 //! - `cpi_t`: the phase's cycles per instruction with a perfect LLC; `cpi_factor_c` the class's
@@ -13,7 +13,9 @@
 //!   unchanged: memory-bound threads gain less from a fast core (HASS section 3).
 //! - `mpki_t(s)`: the thread's miss curve at its share `s` of the LLC; co-runners split an LLC in
 //!   proportion to their footprints (a thread whose footprint fits keeps it all).
-//! - `lat(t, c)`: memory latency weighted by where the thread's pages live (AMPS Table 1).
+//! - `lat(t, c)`: memory latency weighted by where the thread's pages live (AMPS Table 1), plus
+//!   each node's queueing delay when its memory has a bandwidth ([`queueing_delay_ns`]); `mlp_t`
+//!   the misses the phase overlaps (1 for dependent misses).
 //! - `fpu_slow = 1 + fp_t × fp_mate` while a module mate is FP-busy: two threads that keep a shared
 //!   FPU busy all the time each get half of it (BulldOver section 2: a module "behaves ... more like
 //!   a single-core with SMT for floating point"), and the product is the chance both want it in
@@ -30,6 +32,39 @@ pub const CONTEXT_SWITCH_NS: f64 = 2_000.0;
 /// (Intel 64 and IA-32 Architectures Optimization Reference Manual, Nehalem/Sandy Bridge L1D fill
 /// buffers). A refill of N lines costs N × latency / 10.
 pub const REFILL_MLP: f64 = 10.0;
+
+/// Page migration throughput, bytes per second: about 5% of a Nehalem-EX socket's 25.6 GB/s.
+/// Yan et al. ("Nimble Page Management for Tiered Memory Systems", ASPLOS 2019, section 1) find
+/// that Linux's single-threaded migration of 4 KiB pages leaves up to 95% of the memory bandwidth
+/// unused. The copy is charged to the thread that owns the pages (it waits on them).
+pub const PAGE_MIGRATION_BYTES_PER_S: f64 = 1.28e9;
+
+/// Weight of the newest measurement when a node's queueing delay is updated at a tick (the rest is
+/// the previous delay): the closed loop of latency and traffic settles without oscillating.
+pub const QUEUE_DAMPING: f64 = 0.5;
+
+/// The queueing delay a node's memory adds to every access, ns, for the next tick, from the traffic
+/// it served in the last one. In a closed system a request waits at least for the `N` requests in
+/// flight ahead of it to be served: `latency ≥ max(L0, N × line / B)`, the asymptotic bound of
+/// operational analysis (Lazowska et al., *Quantitative System Performance*, 1984, chapter 5),
+/// with `N = X × L / line` by Little's law (`X` the traffic served at latency `L`). So the target
+/// latency is `max(L0, ρ L)` with `ρ = X / B`: below saturation no delay, at saturation exactly
+/// enough that the node serves `B`. `previous` is the delay in force during the measurement.
+pub fn queueing_delay_ns(
+    served_bytes: f64,
+    interval_ns: f64,
+    bandwidth_bytes_per_ns: f64,
+    unloaded_ns: f64,
+    previous: f64,
+) -> f64 {
+    if interval_ns <= 0.0 || bandwidth_bytes_per_ns <= 0.0 {
+        return previous;
+    }
+    let rho = served_bytes / interval_ns / bandwidth_bytes_per_ns;
+    let latency = unloaded_ns + previous;
+    let target = (rho * latency - unloaded_ns).max(0.0);
+    previous + QUEUE_DAMPING * (target - previous)
+}
 
 /// Time per instruction, ns.
 #[inline]
@@ -152,6 +187,25 @@ mod tests {
             ws_bytes: 8 << 20,
         };
         assert!(curve.mpki(s) > curve.mpki(llc_share(8e6, 8e6, cap)));
+    }
+
+    /// A node serving more than its bandwidth at the unloaded latency slows its accesses until the
+    /// traffic it would serve is its bandwidth; below saturation it adds nothing.
+    #[test]
+    fn queueing_delay_settles_where_the_node_serves_its_bandwidth() {
+        let (l0, b, line, mlp) = (130.0, 25.6, 64.0, 10.0);
+        // 8 streaming threads, each with `mlp` misses in flight: traffic at latency L.
+        let traffic = |lat: f64| 8.0 * mlp * line / lat;
+        let mut delay = 0.0;
+        for _ in 0..40 {
+            let interval = 4e6;
+            delay = queueing_delay_ns(traffic(l0 + delay) * interval, interval, b, l0, delay);
+        }
+        let served = traffic(l0 + delay);
+        assert!((served / b - 1.0).abs() < 0.01, "served {served} GB/s");
+        // Two threads stay below saturation: no delay.
+        let light = |lat: f64| 2.0 * mlp * line / lat;
+        assert_eq!(queueing_delay_ns(light(l0) * 1e6, 1e6, b, l0, 0.0), 0.0);
     }
 
     #[test]

@@ -65,6 +65,7 @@ pub const WORKLOAD_PRESETS: &[(&str, &str)] = &[
         "pinter-custom-like",
         include_str!("../presets/pinter-custom-like.toml"),
     ),
+    ("parsec-like", include_str!("../presets/parsec-like.toml")),
     ("scale-8k", include_str!("../presets/scale-8k.toml")),
     ("scale-16k", include_str!("../presets/scale-16k.toml")),
 ];

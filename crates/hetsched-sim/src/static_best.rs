@@ -208,6 +208,10 @@ pub fn fold_copies(workload: &Workload, run: &RunResult) -> RunResult {
                     (!u.is_empty()).then(|| u.iter().sum::<f64>() / u.len() as f64)
                 },
                 l2_misses: mine.iter().map(|a| a.l2_misses).sum(),
+                instructions: mine.iter().map(|a| a.instructions).sum(),
+                llc_misses: mine.iter().map(|a| a.llc_misses).sum(),
+                llc_evictions: mine.iter().map(|a| a.llc_evictions).sum(),
+                llc_fills: mine.iter().map(|a| a.llc_fills).sum(),
             }
         })
         .collect();

@@ -131,6 +131,11 @@ pub struct Phase {
     pub miss: MissCurve,
     /// Fraction of cycles the FPU is busy with this phase's work when it runs alone.
     pub fp_fraction: f64,
+    /// Memory-level parallelism: LLC misses the phase keeps in flight at once (prefetch streams,
+    /// independent loads), so each costs `latency / mlp` of stall. 1 for dependent misses (pointer
+    /// chasing); streaming code reaches about 10 on a core with 10 line-fill buffers (Intel
+    /// Optimization Reference Manual, Nehalem L1D fill buffers).
+    pub mlp: f64,
     /// Index into the app's data fragments.
     pub data_fragment: Option<usize>,
     /// Whether the phase writes its data fragment (write-invalidate, Pinter section 2.1).
@@ -309,6 +314,7 @@ struct FilePhase {
     mpki_table: Option<Vec<f64>>,
     #[serde(default)]
     fp: f64,
+    mlp: Option<f64>,
     df: Option<i64>,
     #[serde(default)]
     df_writes: bool,
@@ -545,11 +551,16 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String
                     }
                     (false, None) => PhaseEnd::Next,
                 };
+                let mlp = p.mlp.unwrap_or(1.0);
+                if !(mlp.is_finite() && mlp >= 1.0) {
+                    return Err((pat("mlp"), format!("must be at least 1, got {mlp}")));
+                }
                 phases.push(Phase {
                     instructions: p.instructions,
                     cpi: p.cpi,
                     miss,
                     fp_fraction: p.fp,
+                    mlp,
                     data_fragment,
                     df_writes: p.df_writes,
                     alloc_bytes,
@@ -720,13 +731,14 @@ barrier = true
         let cases = [
             (("cpi = 1.0", "cpi = -1.0"), "w.toml: apps[0].threads[0].phases[0].cpi: must be positive, got -1"),
             (("fp = 0.5", "fp = 1.5"), "w.toml: apps[0].threads[0].phases[0].fp: must be a fraction in [0, 1], got 1.5"),
+            (("fp = 0.5", "fp = 0.5\nmlp = 0.5"), "w.toml: apps[0].threads[0].phases[0].mlp: must be at least 1, got 0.5"),
             (("df = 0", "df = 3"), "w.toml: apps[0].threads[0].phases[0].df: no data fragment 3 (the app has 1)"),
             (("count = \"cores\"", "count = \"lots\""), "w.toml: apps[0].threads[0].count: \"lots\" is not a count (an integer, \"cores\", \"K*cores\", \"cores+M\", \"cores-M\" or \"cores/K\")"),
             (("count = \"cores\"", "count = \"2000000*cores\""), "w.toml: apps[0].copies: more than 1048576 threads at once"),
             (("barrier = true", "barrier = true\nsleep_ms = 3"), "w.toml: apps[0].threads[0].phases[0].barrier: a phase ends in a barrier or a sleep, not both"),
             (("repeat = 3", "repeat = 0"), "w.toml: apps[0].threads[0].repeat: must be at least 1, got 0"),
             (("min = 1", "min = 30"), "w.toml: apps[0].threads[0].phases[0].mpki: need 0 <= min <= max, got min 30 max 20"),
-            (("cpi = 1.0", "cpu = 1.0"), "w.toml: line 11: unknown field `cpu`, expected one of `instructions`, `cpi`, `mpki`, `mpki_table`, `fp`, `df`, `df_writes`, `alloc`, `free`, `barrier`, `sleep_ms`, `once`"),
+            (("cpi = 1.0", "cpu = 1.0"), "w.toml: line 11: unknown field `cpu`, expected one of `instructions`, `cpi`, `mpki`, `mpki_table`, `fp`, `mlp`, `df`, `df_writes`, `alloc`, `free`, `barrier`, `sleep_ms`, `once`"),
         ];
         for ((from, to), want) in cases {
             let text = GOOD.replacen(from, to, 1);

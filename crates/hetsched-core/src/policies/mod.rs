@@ -9,6 +9,7 @@ mod fixture;
 pub mod hass;
 pub mod ipc_driven;
 pub mod linux_default;
+pub mod numa_amp;
 pub mod partitions;
 
 use crate::policy::Policy;
@@ -39,6 +40,10 @@ pub const POLICIES: &[(&str, &str)] = &[
     (
         "ipc-driven",
         "IPC-driven (Becchi and Crowley, as implemented in the HASS paper): IPC ratios from forced migrations, swaps across classes",
+    ),
+    (
+        "numa-amp",
+        "NUMA-aware AMP scheduler (Ding et al.): whole processes to fast cores by an online speedup factor, contention-heavy ones scattered over NUMA domains with their pages",
     ),
 ];
 
@@ -75,6 +80,10 @@ pub fn policy_with_options(name: &str, options: &PolicyOptions) -> Option<Box<dy
         "hass" => Some(Box::new(hass::Hass::new(options.seed))),
         "ipc-driven" => Some(Box::new(ipc_driven::IpcDriven::new())),
         "data-sharing" => Some(Box::new(data_sharing::DataSharing::new())),
+        "numa-amp" => Some(Box::new(numa_amp::NumaAmp::new(numa_amp::NumaAmpConfig {
+            period_ns: options.interval_ns.unwrap_or(numa_amp::PROFILE_PERIOD_NS),
+            ..Default::default()
+        }))),
         "bulldover" => Some(Box::new(bulldover::Bulldover::new(
             bulldover::BulldoverConfig {
                 period_ns: options

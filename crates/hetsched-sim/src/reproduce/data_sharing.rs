@@ -61,6 +61,7 @@ fn df_phase(instructions: f64, df: usize, end: PhaseEnd) -> Phase {
         cpi: 1.0,
         miss: MissCurve::none(),
         fp_fraction: 0.0,
+        mlp: 1.0,
         data_fragment: Some(df),
         df_writes: true,
         alloc_bytes: 0,

@@ -9,6 +9,7 @@ pub mod amps;
 pub mod bulldover;
 pub mod data_sharing;
 pub mod hass;
+pub mod numa_amp;
 
 use crate::batch::{run_jobs, Job};
 use crate::{RunResult, SimConfig, Workload};
@@ -110,6 +111,7 @@ pub fn experiments() -> impl Iterator<Item = &'static (&'static str, &'static st
         .chain(hass::EXPERIMENTS)
         .chain(bulldover::EXPERIMENTS)
         .chain(data_sharing::EXPERIMENTS)
+        .chain(numa_amp::EXPERIMENTS)
 }
 
 /// Run one experiment by name; `progress(done, total, label)` after each simulation.
@@ -121,6 +123,7 @@ pub fn run_experiment(
         .or_else(|| hass::run(name, progress))
         .or_else(|| bulldover::run(name, progress))
         .or_else(|| data_sharing::run(name, progress))
+        .or_else(|| numa_amp::run(name, progress))
 }
 
 /// A policy by CLI name with options, and the label it is reported under.
