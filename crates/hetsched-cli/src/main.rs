@@ -4,6 +4,7 @@
 mod machine;
 mod report;
 mod reproduce;
+mod signature;
 mod simulate;
 mod topo;
 
@@ -32,6 +33,9 @@ enum Command {
     Workloads(simulate::WorkloadsArgs),
     /// Reproduce the papers' experiments on the simulator, the paper's values beside ours.
     Reproduce(reproduce::ReproduceArgs),
+    /// Architectural signature (HASS) of a program from its memory trace, or of a program run
+    /// under valgrind (--record -- CMD).
+    Signature(signature::SignatureArgs),
 }
 
 /// Bad input: a flag, a file or a value that cannot be used. Exit code 2.
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
         Some(Command::Simulate(args)) => simulate::run_simulate(&args),
         Some(Command::Workloads(args)) => simulate::run_workloads(&args),
         Some(Command::Reproduce(args)) => reproduce::run_reproduce(&args),
+        Some(Command::Signature(args)) => signature::run_signature(&args),
         None => simulate::run_simulate(&simulate::SimulateArgs {
             seed: 1,
             seeds: 1,

@@ -1,0 +1,385 @@
+//! `hetsched signature`: architectural signatures from memory traces (HASS section 3).
+
+use crate::bad_input;
+use clap::Args;
+use hetsched_core::signature::{SIGNATURE_ASSOC, SIGNATURE_SIZES};
+use hetsched_core::Signature;
+use hetsched_signature::hsb::HsbWriter;
+use hetsched_signature::input::{open, open_reader, OpenTrace};
+use hetsched_signature::readers::{read_trace, read_trace_batches, ReadStats};
+use hetsched_signature::{record, Format, ProfileConfig, Profiler, Sampling, TraceError};
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Args, Debug, Default)]
+pub struct SignatureArgs {
+    /// The trace: a file, or `-` for stdin; plain, gzip or zstd (told by content). Not with
+    /// --record.
+    trace: Option<PathBuf>,
+    /// Trace format: lackey, din or hsb (default: recognised from the content).
+    #[arg(long)]
+    format: Option<String>,
+    /// SHARDS sampling at this rate in (0, 1] (default: exact distances).
+    #[arg(long)]
+    sample_rate: Option<f64>,
+    /// SHARDS sampling keeping at most this many cache lines (fixed size).
+    #[arg(long, conflicts_with = "sample_rate")]
+    sample_size: Option<usize>,
+    /// Cache line size, bytes (a power of two).
+    #[arg(long, default_value_t = 64)]
+    line: u32,
+    /// One signature per this many instructions (phase signatures).
+    #[arg(long)]
+    window: Option<u64>,
+    /// Count instruction fetches as cache references too (default: data references only).
+    #[arg(long)]
+    include_instructions: bool,
+    /// The signature's name (default: the trace's file name, or the command).
+    #[arg(long)]
+    name: Option<String>,
+    /// Write the signature file (TOML) here; with --window, one file per window (NAME-0.toml, ...).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write the trace as hsb here instead of profiling it.
+    #[arg(long)]
+    convert: Option<PathBuf>,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Run the command after `--` under valgrind lackey and profile its trace as it is made.
+    #[arg(long)]
+    record: bool,
+    /// The command to record.
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+/// `signature --json`, fields as in DESIGN.md plus the sampling and the windows.
+#[derive(Serialize)]
+struct SignatureJson {
+    name: String,
+    instructions: u64,
+    refs: u64,
+    line_refs: u64,
+    line_bytes: u32,
+    sizes_bytes: Vec<u64>,
+    assoc: Vec<u32>,
+    misses_per_4096: Vec<Vec<f64>>,
+    /// Fully associative LRU miss ratio at each size.
+    miss_ratio: Vec<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    windows: Vec<WindowJson>,
+    engine: EngineJson,
+}
+
+#[derive(Serialize)]
+struct WindowJson {
+    first_instruction: u64,
+    instructions: u64,
+    misses_per_4096: Vec<Vec<f64>>,
+}
+
+#[derive(Serialize)]
+struct EngineJson {
+    wall_s: f64,
+    refs_per_s: f64,
+    input_bytes: u64,
+    input_mb_per_s: f64,
+    sample_rate: f64,
+    sampling: String,
+    compression: String,
+    format: String,
+}
+
+fn trace_error(e: TraceError, source: &str) -> anyhow::Error {
+    bad_input(format!("{source}: {e}"))
+}
+
+pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
+    let format = match &args.format {
+        None => None,
+        Some(f) => Some(
+            Format::parse(f)
+                .ok_or_else(|| bad_input(format!("--format: {f:?} is not lackey, din or hsb")))?,
+        ),
+    };
+    if !args.line.is_power_of_two() || args.line < 8 {
+        return Err(bad_input(format!(
+            "--line: {} is not a power of two of at least 8",
+            args.line
+        )));
+    }
+    let sampling = match (args.sample_rate, args.sample_size) {
+        (Some(r), _) if !(r > 0.0 && r <= 1.0) => {
+            return Err(bad_input(format!("--sample-rate: {r} is not in (0, 1]")))
+        }
+        (Some(r), _) => Sampling::Rate(r),
+        (None, Some(0)) => return Err(bad_input("--sample-size: must be at least 1")),
+        (None, Some(n)) => Sampling::Size(n),
+        (None, None) => Sampling::Exact,
+    };
+    if args.window == Some(0) {
+        return Err(bad_input("--window: must be at least 1 instruction"));
+    }
+    let mut recording = None;
+    let (opened, source, default_name) = if args.record {
+        if args.trace.is_some() {
+            return Err(bad_input(
+                "--record takes the command after `--`, not a trace",
+            ));
+        }
+        let rec = record::start(&args.command).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let file = rec.trace.try_clone()?;
+        recording = Some(rec);
+        let opened = open_reader(Box::new(file), Some(Format::Lackey))
+            .map_err(|e| anyhow::anyhow!("the recorded trace: {e}"))?;
+        let name = Path::new(&args.command[0])
+            .file_name()
+            .map_or_else(|| args.command[0].clone(), |n| n.to_string_lossy().into());
+        (opened, "the recorded trace".to_string(), name)
+    } else {
+        let Some(path) = &args.trace else {
+            return Err(bad_input(
+                "give a trace (a file or -), or --record -- CMD to trace a program",
+            ));
+        };
+        if !args.command.is_empty() {
+            return Err(bad_input("a command after `--` needs --record"));
+        }
+        let source = path.display().to_string();
+        let opened = open(path, format).map_err(|e| trace_error(e, &source))?;
+        let name = path
+            .file_name()
+            .map_or_else(|| "stdin".to_string(), |n| n.to_string_lossy().into());
+        let name = name
+            .split('.')
+            .next()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("trace")
+            .to_string();
+        (opened, source, name)
+    };
+    let name = args.name.clone().unwrap_or(default_name);
+    if let Some(out) = &args.convert {
+        return convert(opened, out, &source);
+    }
+    let OpenTrace {
+        reader,
+        format,
+        compression,
+    } = opened;
+    let cfg = ProfileConfig {
+        line_bytes: args.line,
+        sampling,
+        window: args.window,
+        include_instructions: args.include_instructions,
+        name: name.clone(),
+    };
+    let t0 = Instant::now();
+    let mut profiler = Profiler::new(cfg);
+    let stats = read_trace_batches(reader, format, &mut |b: &[hetsched_signature::Ref]| {
+        profiler.push_all(b)
+    });
+    if let Some(mut rec) = recording {
+        let status = rec.child.wait()?;
+        if !status.success() && stats.is_err() {
+            return Err(anyhow::anyhow!(
+                "valgrind exited with {status}; the trace: {}",
+                stats.err().map(|e| e.to_string()).unwrap_or_default()
+            ));
+        }
+    }
+    let stats: ReadStats = stats.map_err(|e| trace_error(e, &source))?;
+    let rate = profiler.sample_rate();
+    let windows = profiler.finish();
+    let wall_s = t0.elapsed().as_secs_f64();
+    let instructions: u64 = windows.iter().map(|w| w.instructions).sum();
+    if instructions == 0 {
+        return Err(bad_input(format!(
+            "{source}: the trace has no instruction fetches, and a signature counts misses per 4096 instructions"
+        )));
+    }
+    // The whole-trace histogram: the windows' summed.
+    let mut whole = hetsched_signature::Histogram::default();
+    for w in &windows {
+        whole.cold += w.histogram.cold;
+        if whole.bins.len() < w.histogram.bins.len() {
+            whole.bins.resize(w.histogram.bins.len(), 0.0);
+        }
+        for (a, b) in whole.bins.iter_mut().zip(&w.histogram.bins) {
+            *a += b;
+        }
+    }
+    let signature = whole.signature(&name, instructions, args.line);
+    let line_refs: u64 = windows.iter().map(|w| w.line_refs).sum();
+    let window_sigs: Vec<Signature> = if args.window.is_some() {
+        windows
+            .iter()
+            .enumerate()
+            .map(|(i, w)| w.signature(&format!("{name}-{i}"), args.line))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if let Some(out) = &args.out {
+        if window_sigs.is_empty() {
+            write_signature(out, &signature)?;
+        } else {
+            for (i, s) in window_sigs.iter().enumerate() {
+                write_signature(&numbered(out, i), s)?;
+            }
+        }
+    }
+    let engine = EngineJson {
+        wall_s,
+        refs_per_s: stats.refs as f64 / wall_s.max(1e-9),
+        input_bytes: stats.bytes,
+        input_mb_per_s: stats.bytes as f64 / 1e6 / wall_s.max(1e-9),
+        sample_rate: rate,
+        sampling: match sampling {
+            Sampling::Exact => "exact".into(),
+            Sampling::Rate(r) => format!("shards fixed rate {r}"),
+            Sampling::Size(n) => format!("shards fixed size {n} lines"),
+        },
+        compression: compression.into(),
+        format: format!("{format:?}").to_lowercase(),
+    };
+    if args.json {
+        let doc = SignatureJson {
+            name: name.clone(),
+            instructions,
+            refs: stats.refs,
+            line_refs,
+            line_bytes: args.line,
+            sizes_bytes: SIGNATURE_SIZES.to_vec(),
+            assoc: SIGNATURE_ASSOC.to_vec(),
+            misses_per_4096: signature.misses.clone(),
+            miss_ratio: whole.miss_ratio_curve(args.line),
+            windows: windows
+                .iter()
+                .zip(&window_sigs)
+                .map(|(w, s)| WindowJson {
+                    first_instruction: w.first_instruction,
+                    instructions: w.instructions,
+                    misses_per_4096: s.misses.clone(),
+                })
+                .collect(),
+            engine,
+        };
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    println!(
+        "{name}: {instructions} instructions, {} references ({} cache lines of {} B), {}",
+        stats.refs, line_refs, args.line, engine.sampling
+    );
+    print_table(&signature);
+    for (w, s) in windows.iter().zip(&window_sigs) {
+        println!(
+            "\nwindow from instruction {} ({} instructions):",
+            w.first_instruction, w.instructions
+        );
+        print_table(s);
+    }
+    eprintln!(
+        "read {:.1} MB in {:.2} s: {:.1} M references/s, {:.0} MB/s",
+        stats.bytes as f64 / 1e6,
+        wall_s,
+        engine.refs_per_s / 1e6,
+        engine.input_mb_per_s
+    );
+    Ok(())
+}
+
+/// `out.toml` → `out-3.toml`.
+fn numbered(out: &Path, i: usize) -> PathBuf {
+    let stem = out
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into());
+    let ext = out
+        .extension()
+        .map_or_else(String::new, |e| format!(".{}", e.to_string_lossy()));
+    out.with_file_name(format!("{stem}-{i}{ext}"))
+}
+
+fn write_signature(path: &Path, s: &Signature) -> anyhow::Result<()> {
+    let mut text = String::from(
+        "# Architectural signature (HASS section 3): LLC misses per 4096 instructions, one row per\n# associativity, one column per cache size; made by `hetsched signature`.\n",
+    );
+    text.push_str(&format!("name = {:?}\n", s.name));
+    text.push_str(&format!("sizes_bytes = {:?}\n", s.sizes_bytes));
+    text.push_str(&format!("assoc = {:?}\n", s.assoc));
+    text.push_str("misses_per_4096 = [\n");
+    for row in &s.misses {
+        let cells: Vec<String> = row.iter().map(|v| format!("{v:.3}")).collect();
+        text.push_str(&format!("  [{}],\n", cells.join(", ")));
+    }
+    text.push_str("]\n");
+    std::fs::write(path, text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+}
+
+fn size_label(b: u64) -> String {
+    if b >= 1 << 20 {
+        format!("{}M", b >> 20)
+    } else {
+        format!("{}K", b >> 10)
+    }
+}
+
+/// The paper's table: associativity down, size across.
+fn print_table(s: &Signature) {
+    print!("{:>6}", "assoc");
+    for &b in &s.sizes_bytes {
+        print!("{:>8}", size_label(b));
+    }
+    println!();
+    for (a, row) in s.assoc.iter().zip(&s.misses) {
+        print!("{:>6}", a);
+        for v in row {
+            if *v >= 100.0 {
+                print!("{:>8.0}", v);
+            } else {
+                print!("{:>8.2}", v);
+            }
+        }
+        println!();
+    }
+}
+
+fn convert(opened: OpenTrace, out: &Path, source: &str) -> anyhow::Result<()> {
+    let file = std::fs::File::create(out)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+    let mut w = HsbWriter::new(std::io::BufWriter::new(file))?;
+    let mut io_error = None;
+    let stats = read_trace(opened.reader, opened.format, &mut |r| {
+        if io_error.is_none() {
+            if let Err(e) = w.push(r) {
+                io_error = Some(e);
+            }
+        }
+    });
+    if let Some(e) = io_error {
+        return Err(anyhow::anyhow!("cannot write {}: {e}", out.display()));
+    }
+    let stats = match stats {
+        Ok(s) => s,
+        Err(e) => {
+            drop(w);
+            let _ = std::fs::remove_file(out);
+            return Err(trace_error(e, source));
+        }
+    };
+    let mut inner = w.finish()?;
+    inner.flush()?;
+    let written = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
+    eprintln!(
+        "{}: {} references, {:.1} MB in, {:.1} MB hsb out",
+        out.display(),
+        stats.refs,
+        stats.bytes as f64 / 1e6,
+        written as f64 / 1e6
+    );
+    Ok(())
+}

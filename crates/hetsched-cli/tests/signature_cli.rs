@@ -1,0 +1,232 @@
+//! `hetsched signature` end to end: real programs traced by valgrind lackey, compressed and
+//! converted traces, and the refusals.
+
+mod common;
+
+use common::hetsched;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A C program that walks an array of `argv[1]` bytes `argv[2]` times, one access a cache line.
+const WALK_C: &str = r#"
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    size_t n = (size_t)atol(argv[1]);
+    int passes = atoi(argv[2]);
+    volatile char *a = malloc(n);
+    long s = 0;
+    for (int p = 0; p < passes; p++)
+        for (size_t i = 0; i < n; i += 64) s += a[i];
+    return (int)(s & 1);
+}
+"#;
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hetsched-sig-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Compile the walker, or `None` (with a note) where there is no C compiler or valgrind. CI
+/// installs both (`.ci/run`), and there their absence fails the test.
+fn walker(dir: &Path) -> Option<PathBuf> {
+    let have = |tool: &str| {
+        Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !have("cc") || !have("valgrind") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have cc and valgrind (.ci/run installs them)"
+        );
+        eprintln!("skipped: no cc or valgrind here");
+        return None;
+    }
+    let src = dir.join("walk.c");
+    std::fs::write(&src, WALK_C).unwrap();
+    let bin = dir.join("walk");
+    let ok = Command::new("cc")
+        .args(["-O1", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cc failed");
+    Some(bin)
+}
+
+fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// Misses per 4096 instructions of the 16-way row at each size.
+fn row16(v: &serde_json::Value) -> Vec<f64> {
+    v["misses_per_4096"][2]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+/// The knee of a loop over 1 MiB is at 1 MiB: every line misses in caches of 512 KiB, almost
+/// none in caches of 2 MiB. A stream over 24 MiB misses at every size up to 16 MiB.
+#[test]
+fn recorded_programs_have_their_knee_at_the_working_set() {
+    let dir = scratch("knee");
+    let Some(bin) = walker(&dir) else { return };
+    let bin = bin.to_str().unwrap();
+    let (code, out, err) = hetsched(&[
+        "signature",
+        "--json",
+        "--record",
+        "--",
+        bin,
+        "1048576",
+        "12",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["sizes_bytes"][6], 1 << 20);
+    let r = row16(&v);
+    // 16384 lines a pass, 12 passes: at 512 KiB each access misses (about 1 per 7 instructions).
+    assert!(r[5] > 5.0 * r[7].max(0.5), "512K {} vs 2M {}", r[5], r[7]);
+    assert!(r[5] > 100.0, "{r:?}");
+    // Past the knee only the cold misses (the program's first pass, the loader) are left.
+    assert!(r[7] < 0.15 * r[5], "{r:?}");
+    assert!(v["engine"]["refs_per_s"].as_f64().unwrap() > 0.0);
+
+    let (code, out, err) = hetsched(&[
+        "signature",
+        "--json",
+        "--record",
+        "--",
+        bin,
+        "25165824",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let s = row16(&json(&out));
+    // A stream larger than the largest cache: as many misses at 16 MiB as at 1 MiB.
+    assert!(s[10] > 0.9 * s[6] && s[10] > 100.0, "{s:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A lackey trace file of a real program, plain, gzip and zstd; converted to hsb; profiled exactly
+/// and sampled: the same signature from every form, the table printed, a signature file written.
+#[test]
+fn a_lackey_trace_file_in_every_form() {
+    let dir = scratch("forms");
+    let Some(bin) = walker(&dir) else { return };
+    let trace = dir.join("walk.lackey");
+    let ok = Command::new("valgrind")
+        .args(["--tool=lackey", "--trace-mem=yes"])
+        .arg(format!("--log-file={}", trace.display()))
+        .arg(&bin)
+        .args(["262144", "8"])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let t = trace.to_str().unwrap();
+    let (code, plain, err) = hetsched(&["signature", t, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let plain = json(&plain);
+    assert_eq!(plain["engine"]["format"], "lackey");
+    // gzip and zstd, recognised by content.
+    let gz = dir.join("walk.gz");
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!("gzip -c {t} > {}", gz.display()))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (code, out, err) = hetsched(&["signature", gz.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["engine"]["compression"], "gzip");
+    assert_eq!(v["misses_per_4096"], plain["misses_per_4096"]);
+    if Command::new("zstd").arg("--version").output().is_ok() {
+        let zst = dir.join("walk.zst");
+        let status = Command::new("zstd")
+            .args(["-q", "-f", t, "-o"])
+            .arg(&zst)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let (code, out, err) = hetsched(&["signature", zst.to_str().unwrap(), "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let v = json(&out);
+        assert_eq!(v["engine"]["compression"], "zstd");
+        assert_eq!(v["misses_per_4096"], plain["misses_per_4096"]);
+    }
+    // hsb: converted, then read back to the same signature, and smaller.
+    let hsb = dir.join("walk.hsb");
+    let (code, _, err) = hetsched(&["signature", t, "--convert", hsb.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = hetsched(&["signature", hsb.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["engine"]["format"], "hsb");
+    assert_eq!(v["misses_per_4096"], plain["misses_per_4096"]);
+    assert!(std::fs::metadata(&hsb).unwrap().len() * 4 < std::fs::metadata(&trace).unwrap().len());
+    // The human table and a signature file the simulator reads.
+    let sig = dir.join("walk.toml");
+    let (code, table, err) = hetsched(&["signature", t, "--out", sig.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(table.contains("assoc") && table.contains("16M"), "{table}");
+    let parsed = hetsched_core::Signature::load(&sig).unwrap();
+    assert_eq!(parsed.misses.len(), 4);
+    // Phase windows.
+    let (code, out, err) = hetsched(&["signature", t, "--json", "--window", "200000"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(json(&out)["windows"].as_array().unwrap().len() >= 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_traces_exit_2_naming_the_line_and_change_nothing() {
+    let dir = scratch("bad");
+    let cases: [(&str, &[u8], &str); 4] = [
+        (
+            "truncated.lackey",
+            b"I  0400,3\n L 1000,8\n L 2000",
+            "line 3: expected `,size`",
+        ),
+        (
+            "nonhex.lackey",
+            b"I  0400,3\n L 10q0,8\n",
+            "line 2: expected `,size`",
+        ),
+        (
+            "garbage.bin",
+            b"\x00\x01\x02\x03\xfe\xff",
+            "not a trace hetsched knows",
+        ),
+        ("empty.lackey", b"", "the trace is empty"),
+    ];
+    for (name, bytes, want) in cases {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        let out = dir.join(format!("{name}.toml"));
+        let (code, stdout, err) = hetsched(&[
+            "signature",
+            p.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains(want), "{name}: {err}");
+        assert!(stdout.is_empty());
+        assert!(!out.exists(), "{name}: wrote a signature");
+    }
+    let (code, _, err) = hetsched(&["signature", "/no/such/trace"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = hetsched(&["signature", "-", "--sample-rate", "2"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--sample-rate"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

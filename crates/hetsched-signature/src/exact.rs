@@ -1,0 +1,202 @@
+//! Exact LRU stack distances (Mattson et al. 1970) in O(log n) a reference: Olken's method (1981),
+//! as Bennett and Kruskal first proposed it (1975). A hash map gives each line the time of its last
+//! reference; the times that are some line's last reference are marked. The distance of a
+//! reference to a line last seen at time `t` is the number of marks after `t`: the distinct lines
+//! referenced since. Marks are bits of a bitset, counted through a Fenwick tree over its 64-bit
+//! words (the tree is 1/64 of the times, small enough to stay in cache; a count within a word is
+//! one popcount). When the times run out, the live marks are renumbered 0..distinct in time order
+//! (compaction), so memory stays proportional to the distinct lines, not to the trace.
+
+use crate::linemap::LineMap;
+
+/// The exact stack-distance engine.
+pub struct ExactStack {
+    map: LineMap,
+    /// One bit a time: set when the time is some line's last reference.
+    bits: Vec<u64>,
+    /// Fenwick tree (1-indexed) over the words of `bits`: marks per word.
+    tree: Vec<u32>,
+    now: u32,
+    live: u32,
+}
+
+impl Default for ExactStack {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ExactStack {
+    pub fn new() -> Self {
+        Self::with_capacity(1 << 16)
+    }
+
+    /// Room for `cap` times (a multiple of 64) before the first compaction.
+    fn with_capacity(cap: usize) -> Self {
+        let words = cap.div_ceil(64).max(1);
+        ExactStack {
+            map: LineMap::with_capacity(cap / 4),
+            bits: vec![0; words],
+            tree: vec![0; words + 1],
+            now: 0,
+            live: 0,
+        }
+    }
+
+    /// Distinct lines seen (and not removed).
+    pub fn distinct(&self) -> u64 {
+        self.live as u64
+    }
+
+    /// Reference `line`: its stack distance (distinct other lines since its last reference), or
+    /// `None` the first time.
+    #[inline]
+    pub fn access(&mut self, line: u64) -> Option<u64> {
+        if self.now as usize == self.bits.len() * 64 {
+            self.compact();
+        }
+        let t = self.now;
+        self.now += 1;
+        let prev = self.map.insert(line, t);
+        self.mark(t);
+        match prev {
+            Some(old) => {
+                // Marks after `old`: every live mark but those at or before it (its own included).
+                let d = self.live - self.marks_through(old);
+                self.unmark(old);
+                Some(d as u64)
+            }
+            None => {
+                self.live += 1;
+                None
+            }
+        }
+    }
+
+    /// Bring what `access(line)` will read first into cache (a hint; no effect on results).
+    #[inline(always)]
+    pub fn prefetch(&self, line: u64) {
+        self.map.prefetch(line);
+    }
+
+    /// Forget `line` (SHARDS's fixed-size sampling evicts lines from the sample).
+    pub fn remove(&mut self, line: u64) {
+        if let Some(t) = self.map.remove(line) {
+            self.unmark(t);
+            self.live -= 1;
+        }
+    }
+
+    /// Marks at times 0..=t.
+    #[inline]
+    fn marks_through(&self, t: u32) -> u32 {
+        let w = (t / 64) as usize;
+        let within = self.bits[w] & (u64::MAX >> (63 - t % 64));
+        let mut i = w; // Fenwick prefix over words 0..w (1-indexed: through index w).
+        let mut s = within.count_ones();
+        while i > 0 {
+            s += self.tree[i];
+            i &= i - 1;
+        }
+        s
+    }
+
+    #[inline]
+    fn mark(&mut self, t: u32) {
+        let w = (t / 64) as usize;
+        self.bits[w] |= 1 << (t % 64);
+        self.tree_add(w, 1);
+    }
+
+    #[inline]
+    fn unmark(&mut self, t: u32) {
+        let w = (t / 64) as usize;
+        self.bits[w] &= !(1 << (t % 64));
+        self.tree_add(w, u32::MAX);
+    }
+
+    /// Add `v` (wrapping: `u32::MAX` is −1) to word `w`'s count.
+    #[inline]
+    fn tree_add(&mut self, w: usize, v: u32) {
+        let n = self.tree.len();
+        let mut i = w + 1;
+        while i < n {
+            self.tree[i] = self.tree[i].wrapping_add(v);
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    /// Renumber the live marks 0..live in time order, doubling the room while they would fill
+    /// more than a quarter of it (so compactions, each a pass over the map, come at least every
+    /// three times as many references as there are distinct lines).
+    fn compact(&mut self) {
+        let mut cap = self.bits.len() * 64;
+        while self.live as usize * 4 > cap {
+            cap *= 2;
+        }
+        // New time of each old time: its rank among the marks.
+        let mut rank = vec![0u32; self.bits.len() * 64];
+        let mut k = 0u32;
+        for (w, &word) in self.bits.iter().enumerate() {
+            let mut m = word;
+            while m != 0 {
+                let b = m.trailing_zeros();
+                rank[w * 64 + b as usize] = k;
+                k += 1;
+                m &= m - 1;
+            }
+        }
+        debug_assert_eq!(k, self.live);
+        self.map.map_values(|t| rank[t as usize]);
+        let words = cap / 64;
+        let mut bits = vec![0u64; words];
+        for t in 0..k as usize {
+            bits[t / 64] |= 1 << (t % 64);
+        }
+        // Linear-time Fenwick build over the words' counts.
+        let mut tree = vec![0u32; words + 1];
+        for i in 1..=words {
+            tree[i] = tree[i].wrapping_add(bits[i - 1].count_ones());
+            let j = i + (i & i.wrapping_neg());
+            if j <= words {
+                tree[j] = tree[j].wrapping_add(tree[i]);
+            }
+        }
+        self.bits = bits;
+        self.tree = tree;
+        self.now = k;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distances_of_a_small_sequence() {
+        let mut s = ExactStack::new();
+        // a b c a b b d a
+        let seq = [1, 2, 3, 1, 2, 2, 4, 1];
+        let got: Vec<Option<u64>> = seq.iter().map(|&l| s.access(l)).collect();
+        assert_eq!(
+            got,
+            vec![None, None, None, Some(2), Some(2), Some(0), None, Some(2)]
+        );
+        assert_eq!(s.distinct(), 4);
+    }
+
+    #[test]
+    fn compaction_keeps_distances() {
+        let mut s = ExactStack::with_capacity(64);
+        // A cyclic walk over 5 lines: every reference after the first pass is at distance 4.
+        for i in 0..1000u64 {
+            let d = s.access(i % 5);
+            if i >= 5 {
+                assert_eq!(d, Some(4), "reference {i}");
+            }
+        }
+        s.remove(3);
+        assert_eq!(s.distinct(), 4);
+        assert_eq!(s.access(0), Some(3));
+    }
+}

@@ -1,0 +1,33 @@
+//! Architectural signatures from memory traces (HASS section 3): read a trace (valgrind lackey,
+//! Dinero din, or our binary hsb; plain, gzip or zstd), compute LRU stack distances over cache
+//! lines, exactly ([`exact`]) or by SHARDS sampling ([`shards`]), and turn the histogram into
+//! miss-ratio curves and the signature matrix of misses per 4096 instructions for cache sizes
+//! 16 KB..16 MB and associativities 4..32 ([`histogram`], binomial set-associativity model).
+
+pub mod exact;
+pub mod histogram;
+pub mod hsb;
+pub mod input;
+mod linemap;
+pub mod profile;
+pub mod readers;
+pub mod record;
+pub mod shards;
+pub mod synthetic;
+pub mod trace;
+
+pub use histogram::Histogram;
+pub use profile::{ProfileConfig, Profiler, Sampling, WindowProfile};
+pub use trace::{Format, Kind, Ref, TraceError};
+
+/// Profile a whole trace: (windows, trace references read, input bytes).
+pub fn profile_reader(
+    reader: impl std::io::Read,
+    format: Format,
+    cfg: ProfileConfig,
+) -> Result<(Vec<WindowProfile>, readers::ReadStats, f64), TraceError> {
+    let mut p = Profiler::new(cfg);
+    let stats = readers::read_trace_batches(reader, format, &mut |b: &[Ref]| p.push_all(b))?;
+    let rate = p.sample_rate();
+    Ok((p.finish(), stats, rate))
+}

@@ -1,0 +1,195 @@
+//! An open-addressing hash map from cache-line numbers to 32-bit values, for the stack-distance
+//! engines' hot path: one multiply to hash, linear probing, no allocation per entry, backward-shift
+//! deletion (no tombstones).
+
+const EMPTY: u64 = u64::MAX;
+
+/// A key and its value side by side: one cache line holds both (one miss a lookup).
+#[derive(Clone, Copy)]
+struct Entry {
+    key: u64,
+    value: u32,
+}
+
+const VACANT: Entry = Entry {
+    key: EMPTY,
+    value: 0,
+};
+
+pub struct LineMap {
+    entries: Vec<Entry>,
+    len: usize,
+    mask: usize,
+}
+
+#[inline]
+fn hash(line: u64) -> u64 {
+    // Fibonacci hashing (Knuth, TAOCP 6.4): the high bits of line × 2^64/φ.
+    line.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+impl LineMap {
+    pub fn with_capacity(n: usize) -> Self {
+        let cap = (n.max(8) * 2).next_power_of_two();
+        LineMap {
+            entries: vec![VACANT; cap],
+            len: 0,
+            mask: cap - 1,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn slot(&self, line: u64) -> usize {
+        let shift = 64 - self.mask.count_ones();
+        (hash(line) >> shift) as usize & self.mask
+    }
+
+    /// Set `line` to `v`; the previous value, if any. `line` is never `u64::MAX` (line numbers
+    /// are addresses shifted right by at least one bit).
+    #[inline]
+    pub fn insert(&mut self, line: u64, v: u32) -> Option<u32> {
+        debug_assert_ne!(line, EMPTY);
+        if (self.len + 1) * 2 > self.entries.len() {
+            self.grow();
+        }
+        let mut i = self.slot(line);
+        loop {
+            let e = &mut self.entries[i];
+            if e.key == line {
+                let old = e.value;
+                e.value = v;
+                return Some(old);
+            }
+            if e.key == EMPTY {
+                *e = Entry {
+                    key: line,
+                    value: v,
+                };
+                self.len += 1;
+                return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Ask the CPU to bring `line`'s slot into cache (a hint; no effect on results).
+    #[inline(always)]
+    pub fn prefetch(&self, line: u64) {
+        let e = &self.entries[self.slot(line)];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is a hint; it reads nothing into the program and cannot fault.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                e as *const Entry as *const i8,
+            );
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = e;
+    }
+
+    /// Replace every value by `f(value)`.
+    pub fn map_values(&mut self, mut f: impl FnMut(u32) -> u32) {
+        for e in self.entries.iter_mut().filter(|e| e.key != EMPTY) {
+            e.value = f(e.value);
+        }
+    }
+
+    #[cfg(test)]
+    pub fn get(&self, line: u64) -> Option<u32> {
+        let mut i = self.slot(line);
+        loop {
+            let e = self.entries[i];
+            if e.key == line {
+                return Some(e.value);
+            }
+            if e.key == EMPTY {
+                return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    pub fn remove(&mut self, line: u64) -> Option<u32> {
+        let mut i = self.slot(line);
+        loop {
+            let k = self.entries[i].key;
+            if k == EMPTY {
+                return None;
+            }
+            if k == line {
+                break;
+            }
+            i = (i + 1) & self.mask;
+        }
+        let v = self.entries[i].value;
+        // Backward-shift deletion: move later entries of the probe run into the hole.
+        let mut hole = i;
+        let mut j = (i + 1) & self.mask;
+        loop {
+            let k = self.entries[j].key;
+            if k == EMPTY {
+                break;
+            }
+            let home = self.slot(k);
+            // Entry at j may fill the hole if its home is not in (hole, j] cyclically.
+            let between = if hole <= j {
+                home > hole && home <= j
+            } else {
+                home > hole || home <= j
+            };
+            if !between {
+                self.entries[hole] = self.entries[j];
+                hole = j;
+            }
+            j = (j + 1) & self.mask;
+        }
+        self.entries[hole] = VACANT;
+        self.len -= 1;
+        Some(v)
+    }
+
+    fn grow(&mut self) {
+        let old = std::mem::take(&mut self.entries);
+        let cap = old.len() * 2;
+        self.entries = vec![VACANT; cap];
+        self.mask = cap - 1;
+        self.len = 0;
+        for e in old {
+            if e.key != EMPTY {
+                self.insert(e.key, e.value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn behaves_like_a_hash_map() {
+        let mut m = LineMap::with_capacity(4);
+        let mut r: HashMap<u64, u32> = HashMap::new();
+        let mut x = 12345u64;
+        for i in 0..20_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let line = x % 3000;
+            match x % 3 {
+                0 => assert_eq!(m.remove(line), r.remove(&line)),
+                _ => assert_eq!(m.insert(line, i), r.insert(line, i)),
+            }
+            assert_eq!(m.len(), r.len());
+        }
+        for (k, v) in &r {
+            assert_eq!(m.get(*k), Some(*v));
+        }
+    }
+}

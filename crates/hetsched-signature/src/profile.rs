@@ -1,0 +1,319 @@
+//! From references to signatures: cache lines of each reference through a stack-distance engine
+//! (exact or SHARDS) into a histogram, one per window of instructions when asked.
+
+use crate::exact::ExactStack;
+use crate::histogram::Histogram;
+use crate::shards::Shards;
+use crate::trace::{Kind, Ref};
+use hetsched_core::Signature;
+
+/// How distances are computed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Sampling {
+    Exact,
+    /// SHARDS at a fixed rate.
+    Rate(f64),
+    /// SHARDS with at most this many lines in the sample.
+    Size(usize),
+}
+
+/// Profiling settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProfileConfig {
+    /// Cache line size, bytes (a power of two).
+    pub line_bytes: u32,
+    pub sampling: Sampling,
+    /// Emit one signature per this many instructions (HASS section 7's phase signatures).
+    pub window: Option<u64>,
+    /// Instruction fetches reference the cache too (the LLC is unified); default: data only, as
+    /// MICA's data-stream reuse distance, which HASS used.
+    pub include_instructions: bool,
+    /// The signature's name.
+    pub name: String,
+}
+
+impl Default for ProfileConfig {
+    fn default() -> Self {
+        ProfileConfig {
+            line_bytes: 64,
+            sampling: Sampling::Exact,
+            window: None,
+            include_instructions: false,
+            name: String::new(),
+        }
+    }
+}
+
+/// Lines the exact engine looks up ahead of processing them: the hash-map slot of a line is
+/// prefetched this many references before its distance is taken, which hides most of a memory
+/// latency when the working set is larger than the caches.
+const LOOKAHEAD: usize = 16;
+
+enum Engine {
+    Exact(ExactStack),
+    Shards(Shards),
+}
+
+/// One window's (or the whole trace's) result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowProfile {
+    /// Instructions before the window started.
+    pub first_instruction: u64,
+    pub instructions: u64,
+    /// Cache-line references counted.
+    pub line_refs: u64,
+    pub histogram: Histogram,
+}
+
+impl WindowProfile {
+    pub fn signature(&self, name: &str, line_bytes: u32) -> Signature {
+        self.histogram
+            .signature(name, self.instructions, line_bytes)
+    }
+}
+
+/// Streams references into windows.
+pub struct Profiler {
+    cfg: ProfileConfig,
+    shift: u32,
+    engine: Engine,
+    current: WindowProfile,
+    done: Vec<WindowProfile>,
+    /// Lines waiting for the exact engine (prefetched), oldest at `ahead_start`.
+    ahead: [u64; LOOKAHEAD],
+    ahead_len: usize,
+    ahead_start: usize,
+    /// Trace references (records that are memory accesses) seen.
+    pub refs: u64,
+}
+
+impl Profiler {
+    /// A profiler; `line_bytes` must be a power of two (checked by the caller's input parsing).
+    pub fn new(cfg: ProfileConfig) -> Self {
+        let shift = cfg.line_bytes.max(1).trailing_zeros();
+        let engine = match cfg.sampling {
+            Sampling::Exact => Engine::Exact(ExactStack::new()),
+            Sampling::Rate(r) => Engine::Shards(Shards::fixed_rate(r)),
+            Sampling::Size(n) => Engine::Shards(Shards::fixed_size(n)),
+        };
+        Profiler {
+            cfg,
+            shift,
+            engine,
+            current: WindowProfile {
+                first_instruction: 0,
+                instructions: 0,
+                line_refs: 0,
+                histogram: Histogram::default(),
+            },
+            done: Vec::new(),
+            ahead: [0; LOOKAHEAD],
+            ahead_len: 0,
+            ahead_start: 0,
+            refs: 0,
+        }
+    }
+
+    /// Process one reference.
+    #[inline(always)]
+    pub fn push(&mut self, r: Ref) {
+        self.refs += 1;
+        if r.kind == Kind::Instr {
+            self.current.instructions += 1;
+            if let Some(w) = self.cfg.window {
+                if self.current.instructions >= w {
+                    self.close_window();
+                }
+            }
+            if !self.cfg.include_instructions {
+                return;
+            }
+        }
+        let first = r.addr >> self.shift;
+        let last = r.addr.saturating_add(r.size.max(1) as u64 - 1) >> self.shift;
+        self.current.line_refs += last - first + 1;
+        let hist = &mut self.current.histogram;
+        match &mut self.engine {
+            Engine::Shards(s) => {
+                s.access(first, hist);
+                for line in first + 1..=last {
+                    s.access(line, hist);
+                }
+            }
+            Engine::Exact(e) => {
+                for line in first..=last {
+                    e.prefetch(line);
+                    if self.ahead_len == LOOKAHEAD {
+                        let old = self.ahead[self.ahead_start];
+                        match e.access(old) {
+                            Some(d) => hist.add(d, 1.0),
+                            None => hist.add_cold(1.0),
+                        }
+                        self.ahead[self.ahead_start] = line;
+                        self.ahead_start = (self.ahead_start + 1) % LOOKAHEAD;
+                    } else {
+                        self.ahead[(self.ahead_start + self.ahead_len) % LOOKAHEAD] = line;
+                        self.ahead_len += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Take the distances of the lines still waiting (before a window closes).
+    fn drain(&mut self) {
+        if let Engine::Exact(e) = &mut self.engine {
+            let hist = &mut self.current.histogram;
+            for k in 0..self.ahead_len {
+                let line = self.ahead[(self.ahead_start + k) % LOOKAHEAD];
+                match e.access(line) {
+                    Some(d) => hist.add(d, 1.0),
+                    None => hist.add_cold(1.0),
+                }
+            }
+        }
+        self.ahead_len = 0;
+        self.ahead_start = 0;
+    }
+
+    /// Process a batch of references.
+    pub fn push_all(&mut self, refs: &[Ref]) {
+        // The common sampled case in one loop with its counters in registers.
+        if let (Engine::Shards(s), None, false) = (
+            &mut self.engine,
+            self.cfg.window,
+            self.cfg.include_instructions,
+        ) {
+            let hist = &mut self.current.histogram;
+            let (mut instructions, mut line_refs) = (0u64, 0u64);
+            for r in refs {
+                if r.kind == Kind::Instr {
+                    instructions += 1;
+                    continue;
+                }
+                let first = r.addr >> self.shift;
+                let last = r.addr.saturating_add(r.size.max(1) as u64 - 1) >> self.shift;
+                line_refs += last - first + 1;
+                s.access(first, hist);
+                for line in first + 1..=last {
+                    s.access(line, hist);
+                }
+            }
+            self.refs += refs.len() as u64;
+            self.current.instructions += instructions;
+            self.current.line_refs += line_refs;
+            return;
+        }
+        for &r in refs {
+            self.push(r);
+        }
+    }
+
+    fn close_window(&mut self) {
+        self.drain();
+        if let Engine::Shards(s) = &mut self.engine {
+            s.finish(self.current.line_refs, &mut self.current.histogram);
+        }
+        let next = WindowProfile {
+            first_instruction: self.current.first_instruction + self.current.instructions,
+            instructions: 0,
+            line_refs: 0,
+            histogram: Histogram::default(),
+        };
+        self.done.push(std::mem::replace(&mut self.current, next));
+    }
+
+    /// The sampling rate in force at the end (1 for exact).
+    pub fn sample_rate(&self) -> f64 {
+        match &self.engine {
+            Engine::Exact(_) => 1.0,
+            Engine::Shards(s) => s.rate(),
+        }
+    }
+
+    /// End of the trace: every window (one without `window`), the last partial one included when
+    /// it has instructions or is the only one.
+    pub fn finish(mut self) -> Vec<WindowProfile> {
+        if self.current.instructions > 0 || self.done.is_empty() {
+            self.close_window();
+        }
+        self.done
+    }
+
+    pub fn config(&self) -> &ProfileConfig {
+        &self.cfg
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(addr: u64) -> Ref {
+        Ref {
+            kind: Kind::Load,
+            addr,
+            size: 8,
+        }
+    }
+    fn instr() -> Ref {
+        Ref {
+            kind: Kind::Instr,
+            addr: 0x400000,
+            size: 4,
+        }
+    }
+
+    #[test]
+    fn a_reference_across_a_line_boundary_touches_both_lines() {
+        let mut p = Profiler::new(ProfileConfig::default());
+        p.push(instr());
+        p.push(Ref {
+            kind: Kind::Store,
+            addr: 60,
+            size: 8,
+        });
+        let w = p.finish();
+        assert_eq!(w[0].line_refs, 2);
+        assert_eq!(w[0].histogram.cold, 2.0);
+    }
+
+    #[test]
+    fn windows_split_by_instructions_and_keep_the_cache_state() {
+        let mut p = Profiler::new(ProfileConfig {
+            window: Some(10),
+            ..Default::default()
+        });
+        for i in 0..30u64 {
+            p.push(instr());
+            p.push(data((i % 5) * 64));
+        }
+        let w = p.finish();
+        assert_eq!(w.len(), 3);
+        assert_eq!(w[0].instructions, 10);
+        assert_eq!(w[1].first_instruction, 10);
+        // The second window's lines were seen in the first: no cold references.
+        assert_eq!(w[1].histogram.cold, 0.0);
+        assert_eq!(w[0].histogram.cold, 5.0);
+    }
+
+    #[test]
+    fn batches_and_single_references_give_the_same_profile() {
+        let refs: Vec<Ref> = crate::synthetic::trace(50_000, Default::default(), 4).collect();
+        for sampling in [Sampling::Exact, Sampling::Rate(0.1), Sampling::Size(500)] {
+            let cfg = ProfileConfig {
+                sampling,
+                ..Default::default()
+            };
+            let mut one = Profiler::new(cfg.clone());
+            for &r in &refs {
+                one.push(r);
+            }
+            let mut batched = Profiler::new(cfg);
+            for chunk in refs.chunks(777) {
+                batched.push_all(chunk);
+            }
+            assert_eq!(one.finish(), batched.finish(), "{sampling:?}");
+        }
+    }
+}
