@@ -138,16 +138,8 @@ impl<W: Write> HsbWriter<W> {
 
 /// Fill `buf` from `input` as far as it goes; bytes read.
 fn read_full(input: &mut impl Read, buf: &mut [u8]) -> Result<usize, TraceError> {
-    let mut got = 0;
-    while got < buf.len() {
-        match input.read(&mut buf[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(TraceError::whole(format!("cannot read the trace: {e}"))),
-        }
-    }
-    Ok(got)
+    crate::readers::read_some(input, buf)
+        .map_err(|e| TraceError::whole(format!("cannot read the trace: {e}")))
 }
 
 /// Read an hsb trace, header included.

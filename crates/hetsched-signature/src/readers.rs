@@ -134,7 +134,7 @@ fn handle_line(
 }
 
 /// Fill as much of `buf` as the input gives before its end.
-fn read_some(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) fn read_some(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut got = 0;
     while got < buf.len() {
         match input.read(&mut buf[got..]) {
