@@ -204,13 +204,7 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
     // The whole-trace histogram: the windows' summed.
     let mut whole = hetsched_signature::Histogram::default();
     for w in &windows {
-        whole.cold += w.histogram.cold;
-        if whole.bins.len() < w.histogram.bins.len() {
-            whole.bins.resize(w.histogram.bins.len(), 0.0);
-        }
-        for (a, b) in whole.bins.iter_mut().zip(&w.histogram.bins) {
-            *a += b;
-        }
+        whole.merge(&w.histogram);
     }
     let signature = whole.signature(&name, instructions, args.line);
     let line_refs: u64 = windows.iter().map(|w| w.line_refs).sum();

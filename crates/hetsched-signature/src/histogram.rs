@@ -70,6 +70,17 @@ impl Histogram {
         self.cold + self.bins.iter().sum::<f64>()
     }
 
+    /// Add another histogram's counts to this one.
+    pub fn merge(&mut self, other: &Histogram) {
+        self.cold += other.cold;
+        if self.bins.len() < other.bins.len() {
+            self.bins.resize(other.bins.len(), 0.0);
+        }
+        for (a, b) in self.bins.iter_mut().zip(&other.bins) {
+            *a += b;
+        }
+    }
+
     /// Multiply every count by `f`.
     pub fn scale(&mut self, f: f64) {
         self.cold *= f;

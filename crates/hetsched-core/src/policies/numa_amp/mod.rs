@@ -127,6 +127,44 @@ struct Process {
     domain: Option<NodeId>,
 }
 
+/// What a schedule needs of a process's threads, gathered in one pass over them.
+#[derive(Clone, Debug, Default)]
+struct Footprint<'a> {
+    /// Live threads per node of the core they run (or last ran) on.
+    threads_on_node: Vec<u32>,
+    /// Resident bytes per node, every thread's (exited threads' pages stay the process's).
+    resident: Vec<u64>,
+    /// Resident bytes per node of the live threads.
+    resident_live: Vec<u64>,
+    /// The signature name of its first thread (the static variant's key).
+    signature: Option<&'a str>,
+}
+
+/// Every process's footprint, from one pass over the view's threads.
+fn footprints<'a>(view: &View<'a>) -> BTreeMap<AppId, Footprint<'a>> {
+    let nodes = view.topology.nodes().len();
+    let mut all: BTreeMap<AppId, Footprint<'a>> = BTreeMap::new();
+    for t in view.threads {
+        let f = all.entry(t.app).or_insert_with(|| Footprint {
+            threads_on_node: vec![0; nodes],
+            resident: vec![0; nodes],
+            resident_live: vec![0; nodes],
+            signature: t.signature.as_deref().map(|s| s.name.as_str()),
+        });
+        let live = t.state != ThreadState::Exited;
+        if let (Some(c), true) = (t.cpu, live) {
+            f.threads_on_node[view.topology.node_of(c).index()] += 1;
+        }
+        for (n, &b) in t.resident_bytes.iter().enumerate().take(nodes) {
+            f.resident[n] += b;
+            if live {
+                f.resident_live[n] += b;
+            }
+        }
+    }
+    all
+}
+
 /// The numa-amp policy.
 pub struct NumaAmp {
     cfg: NumaAmpConfig,
@@ -297,6 +335,7 @@ impl NumaAmp {
             .filter_map(|a| self.processes.get(a).and_then(|p| p.mpki))
             .fold(0.0, f64::max);
         let speedups = self.cfg.static_speedups.as_ref();
+        let prints = footprints(view);
         let mut list: Vec<(AppId, u32, f64)> = counts
             .iter()
             .map(|(&app, &n)| {
@@ -304,11 +343,10 @@ impl NumaAmp {
                 if let Some(map) = speedups {
                     if p.static_speedup.is_none() {
                         p.static_speedup = Some(
-                            view.threads
-                                .iter()
-                                .find(|t| t.app == app)
-                                .and_then(|t| t.signature.as_ref())
-                                .and_then(|s| map.get(&s.name).copied())
+                            prints
+                                .get(&app)
+                                .and_then(|f| f.signature)
+                                .and_then(|name| map.get(name).copied())
                                 .unwrap_or(0.0),
                         );
                     }
@@ -349,7 +387,7 @@ impl NumaAmp {
         // Lines 5-8.
         let mut page_targets: Vec<(AppId, NodeId)> = Vec::new();
         if numa {
-            page_targets = self.place_domains(view, &counts);
+            page_targets = self.place_domains(&counts, &prints);
         }
         // Placements for every live thread whose allowed set is not what its process's side says.
         for t in view.threads {
@@ -362,19 +400,14 @@ impl NumaAmp {
             }
         }
         for (app, to) in page_targets {
-            let remote: u64 = view
-                .threads
-                .iter()
-                .filter(|t| t.app == app && t.state != ThreadState::Exited)
-                .map(|t| {
-                    t.resident_bytes
-                        .iter()
-                        .enumerate()
-                        .filter(|&(n, _)| n != to.index())
-                        .map(|(_, &b)| b)
-                        .sum::<u64>()
-                })
-                .sum();
+            let remote: u64 = prints.get(&app).map_or(0, |f| {
+                f.resident_live
+                    .iter()
+                    .enumerate()
+                    .filter(|&(n, _)| n != to.index())
+                    .map(|(_, &b)| b)
+                    .sum()
+            });
             if remote > 0 {
                 self.page_moves.push(PageMove {
                     app,
@@ -404,8 +437,8 @@ impl NumaAmp {
     /// adopt the scatter when the current one is too big. Returns the page moves it implies.
     fn place_domains(
         &mut self,
-        view: &View<'_>,
         counts: &BTreeMap<AppId, u32>,
+        prints: &BTreeMap<AppId, Footprint<'_>>,
     ) -> Vec<(AppId, NodeId)> {
         let domains: Vec<usize> = (0..self.slow_by_node.len())
             .filter(|&n| !self.slow_by_node[n].is_empty())
@@ -427,18 +460,13 @@ impl NumaAmp {
             }
         };
         // Where each slow process is now: its domain, or the node most of its threads last ran on.
-        let topo = view.topology;
+        let empty = Footprint::default();
         let mut current: BTreeMap<AppId, usize> = BTreeMap::new();
         for &a in &slow_procs {
             let node = match self.processes[&a].domain {
                 Some(d) => d.index(),
                 None => {
-                    let mut per_node = vec![0u32; self.slow_by_node.len()];
-                    for t in view.threads.iter().filter(|t| t.app == a) {
-                        if let (Some(c), true) = (t.cpu, t.state != ThreadState::Exited) {
-                            per_node[topo.node_of(c).index()] += 1;
-                        }
-                    }
+                    let per_node = &prints.get(&a).unwrap_or(&empty).threads_on_node;
                     (0..per_node.len())
                         .max_by_key(|&n| (per_node[n], usize::MAX - n))
                         .unwrap_or(0)
@@ -449,14 +477,7 @@ impl NumaAmp {
         // The node holding most of each slow process's pages.
         let mut pages_home: BTreeMap<AppId, usize> = BTreeMap::new();
         for &a in &slow_procs {
-            let mut per_node = vec![0u64; self.slow_by_node.len()];
-            for t in view.threads.iter().filter(|t| t.app == a) {
-                for (n, &b) in t.resident_bytes.iter().enumerate() {
-                    if let Some(x) = per_node.get_mut(n) {
-                        *x += b;
-                    }
-                }
-            }
+            let per_node = &prints.get(&a).unwrap_or(&empty).resident;
             if let Some(n) = (0..per_node.len())
                 .filter(|&n| per_node[n] > 0)
                 .max_by_key(|&n| (per_node[n], usize::MAX - n))
