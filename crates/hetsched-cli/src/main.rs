@@ -1,6 +1,7 @@
 //! The `hetsched` command. Arguments are checked before anything is built or run; errors map to
 //! exit codes: 0 success, 1 runtime failure, 2 bad input or usage (one line naming what is wrong).
 
+mod live;
 mod machine;
 mod report;
 mod reproduce;
@@ -36,6 +37,14 @@ enum Command {
     /// Architectural signature (HASS) of a program from its memory trace, or of a program run
     /// under valgrind (--record -- CMD).
     Signature(signature::SignatureArgs),
+    /// Run a program under a policy on this machine's real threads; its exit status passes through.
+    Run(live::RunArgs),
+    /// Make CPUs slow by duty cycling (AMPS-style emulation of an asymmetric machine).
+    Emulate(live::EmulateArgs),
+    /// Manage the processes matching configured rules until SIGTERM.
+    Daemon(live::DaemonArgs),
+    /// Show a running daemon's statistics.
+    Stats(live::StatsArgs),
 }
 
 /// Bad input: a flag, a file or a value that cannot be used. Exit code 2.
@@ -66,6 +75,8 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
+    // The exit status of a program `run` or `emulate` launched, passed through.
+    let mut status = 0u8;
     let result = match cli.command {
         Some(Command::Topo(args)) => topo::run_topo(&args),
         Some(Command::Machines(args)) => topo::run_machines(&args),
@@ -73,6 +84,10 @@ fn main() -> ExitCode {
         Some(Command::Workloads(args)) => simulate::run_workloads(&args),
         Some(Command::Reproduce(args)) => reproduce::run_reproduce(&args),
         Some(Command::Signature(args)) => signature::run_signature(&args),
+        Some(Command::Run(args)) => live::run_run(&args).map(|code| status = code),
+        Some(Command::Emulate(args)) => live::run_emulate(&args).map(|code| status = code),
+        Some(Command::Daemon(args)) => live::run_daemon(&args),
+        Some(Command::Stats(args)) => live::run_stats(&args),
         None => simulate::run_simulate(&simulate::SimulateArgs {
             seed: 1,
             seeds: 1,
@@ -81,7 +96,7 @@ fn main() -> ExitCode {
         }),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => ExitCode::from(status),
         Err(e) => {
             let code = if e.downcast_ref::<BadInput>().is_some() {
                 2

@@ -52,6 +52,45 @@ pub enum Hint {
     Signature(Arc<Signature>),
 }
 
+/// An observation a policy decides on that not every backend can supply. A live machine without
+/// hardware counters has none of the counter signals; hints exist only when applications send
+/// them. A policy declares what it uses ([`Policy::needs`]) so the backend can say, once, what the
+/// policy will miss on this machine; the policy itself must still act sensibly on zeros.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Signal {
+    /// Instructions and cycles (IPC).
+    Ipc,
+    /// LLC misses and references per instruction.
+    LlcMisses,
+    /// FPU busy cycles (BulldOver's CYCLES_FPU_EMPTY, or FP instructions).
+    FpBusy,
+    /// LLC eviction and fill counts (Ding et al. equation 5).
+    LlcTraffic,
+    /// Per-node access heat of a thread's pages.
+    NodeAccesses,
+    /// Per-node resident memory.
+    NodeResidency,
+    /// Architectural signatures (from a signature file or a hint).
+    Signatures,
+    /// Data-fragment hints.
+    DataFragments,
+}
+
+impl Signal {
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Ipc => "instructions and cycles",
+            Signal::LlcMisses => "LLC misses and references",
+            Signal::FpBusy => "FPU busy cycles",
+            Signal::LlcTraffic => "LLC evictions and fills",
+            Signal::NodeAccesses => "per-node access heat",
+            Signal::NodeResidency => "per-node resident memory",
+            Signal::Signatures => "architectural signatures",
+            Signal::DataFragments => "data-fragment hints",
+        }
+    }
+}
+
 /// A placement policy. The same object runs in the simulator and live.
 pub trait Policy: Send {
     /// The CLI name (`amps`, `hass`, ...).
@@ -102,6 +141,11 @@ pub trait Policy: Send {
     /// Page moves the policy asks for since the last call; the backend collects them after every
     /// callback that may place threads. Default: none.
     fn take_page_moves(&mut self, _out: &mut Vec<PageMove>) {}
+
+    /// The observations the policy decides on beyond state, CPU and CPU time. Default: none.
+    fn needs(&self) -> &'static [Signal] {
+        &[]
+    }
 
     /// True for the baseline: the backend's own balancer does everything.
     fn is_baseline(&self) -> bool {

@@ -1,6 +1,27 @@
-//! hetsched-live: the Linux backend. This crate starts with what every live command needs first:
-//! discovering the machine it runs on from sysfs ([`sysfs::discover`]).
+//! hetsched-live: the Linux backend. The same policy objects the simulator runs, on real threads.
+//!
+//! - [`sysfs`]: the machine, discovered.
+//! - [`tracker`] (with [`connector`] and [`procfs`]): which threads are managed.
+//! - [`counters`]: what they do (`perf_event_open`, with /proc as the fallback).
+//! - [`engine`]: the policy loop, its hysteresis and its safety rules.
+//! - [`sys`], [`journal`], [`pages`]: affinity, the restore journal, page migration.
+//! - [`hints`]: the hint socket's receiving side.
+//! - [`emulate`]: slow cores made on symmetric hardware by duty cycling.
+//! - [`run`], [`daemon`] (with [`signals`]): the two ways to drive engines.
 
+pub mod connector;
+pub mod counters;
+pub mod daemon;
+pub mod emulate;
+pub mod engine;
+pub mod hints;
+pub mod journal;
+pub mod pages;
+pub mod procfs;
+pub mod run;
+pub mod signals;
+pub mod sys;
 pub mod sysfs;
+pub mod tracker;
 
 pub use sysfs::{discover, Discovery};

@@ -133,6 +133,11 @@ pub fn fpu_usage(now: &Counters, before: &Counters) -> Option<f64> {
 }
 
 impl Policy for Bulldover {
+    fn needs(&self) -> &'static [crate::policy::Signal] {
+        use crate::policy::Signal;
+        &[Signal::FpBusy]
+    }
+
     fn name(&self) -> &str {
         "bulldover"
     }

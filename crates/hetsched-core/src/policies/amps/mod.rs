@@ -483,6 +483,11 @@ fn improves(after: f64, load: f64) -> bool {
 }
 
 impl Policy for Amps {
+    fn needs(&self) -> &'static [crate::policy::Signal] {
+        use crate::policy::Signal;
+        &[Signal::NodeResidency]
+    }
+
     fn name(&self) -> &str {
         "amps"
     }

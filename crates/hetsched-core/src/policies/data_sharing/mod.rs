@@ -168,6 +168,11 @@ impl DataSharing {
 }
 
 impl Policy for DataSharing {
+    fn needs(&self) -> &'static [crate::policy::Signal] {
+        use crate::policy::Signal;
+        &[Signal::DataFragments]
+    }
+
     fn name(&self) -> &str {
         "data-sharing"
     }

@@ -331,6 +331,11 @@ fn share(cores: u32, n: u32) -> f64 {
 }
 
 impl Policy for Hass {
+    fn needs(&self) -> &'static [crate::policy::Signal] {
+        use crate::policy::Signal;
+        &[Signal::Signatures]
+    }
+
     fn name(&self) -> &str {
         "hass"
     }

@@ -377,6 +377,11 @@ impl IpcDriven {
 }
 
 impl Policy for IpcDriven {
+    fn needs(&self) -> &'static [crate::policy::Signal] {
+        use crate::policy::Signal;
+        &[Signal::Ipc]
+    }
+
     fn name(&self) -> &str {
         "ipc-driven"
     }

@@ -657,6 +657,17 @@ impl NumaAmp {
 }
 
 impl Policy for NumaAmp {
+    fn needs(&self) -> &'static [crate::policy::Signal] {
+        use crate::policy::Signal;
+        &[
+            Signal::Ipc,
+            Signal::LlcMisses,
+            Signal::LlcTraffic,
+            Signal::NodeAccesses,
+            Signal::NodeResidency,
+        ]
+    }
+
     fn name(&self) -> &str {
         "numa-amp"
     }

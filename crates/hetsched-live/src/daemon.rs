@@ -1,0 +1,534 @@
+//! `hetsched daemon --config FILE`: manage the processes that match configured rules, each rule
+//! with its own policy, until SIGTERM or SIGINT; serve statistics as JSON on a local socket and,
+//! when configured, OpenMetrics on a loopback port (per policy and core class, never a series per
+//! thread).
+//!
+//! ```toml
+//! interval_ms = 100                         # observation interval
+//! hint_socket = "/run/hetsched/hint.sock"   # default
+//! stats_socket = "/run/hetsched/stats.sock" # default
+//! metrics = "127.0.0.1:9464"                # optional; loopback addresses only
+//! dry_run = false
+//! strict_placement = false                 # true: no upward widening
+//!
+//! [[rule]]
+//! policy = "amps"
+//! match = { comm = "ffmpeg" }               # comm, exe, cgroup (prefix), uid; all given must hold
+//! ```
+
+use crate::counters::CounterPlan;
+use crate::engine::{Engine, EngineConfig};
+use crate::hints::HintServer;
+use crate::journal::{self, Journal};
+use crate::procfs::Proc;
+use crate::run::restore_on_panic;
+use crate::signals::{self, Signals};
+use crate::sys::{self, CpuMap};
+use crate::tracker::{Changes, Match, Scope, Tracker};
+use hetsched_core::policies::{policy_names, policy_with_options, PolicyOptions};
+use hetsched_core::{CpuSet, Topology};
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Default location of the daemon's hint socket.
+pub const DEFAULT_HINT_SOCKET: &str = "/run/hetsched/hint.sock";
+/// Default location of the daemon's statistics socket.
+pub const DEFAULT_STATS_SOCKET: &str = "/run/hetsched/stats.sock";
+/// An engine with no live threads is started afresh once it has seen this many (bounded memory:
+/// an exited thread keeps a fixed-size record until then).
+pub const ENGINE_RECYCLE_THREADS: usize = 4096;
+
+fn default_interval() -> u64 {
+    100
+}
+
+/// One rule: processes matching `match` run under `policy`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub policy: String,
+    #[serde(rename = "match")]
+    #[serde(skip_serializing)]
+    pub matcher: Match,
+}
+
+/// The daemon's configuration file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    #[serde(default = "default_interval")]
+    pub interval_ms: u64,
+    pub hint_socket: Option<PathBuf>,
+    pub stats_socket: Option<PathBuf>,
+    pub metrics: Option<String>,
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Apply placements exactly (no upward widening; see [`crate::engine::widen_upward`]).
+    #[serde(default)]
+    pub strict_placement: bool,
+    #[serde(rename = "rule", default)]
+    pub rules: Vec<Rule>,
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+impl DaemonConfig {
+    /// Parse and check a configuration; errors name the file and the field.
+    pub fn parse(text: &str, source: &str) -> Result<DaemonConfig, ConfigError> {
+        let c: DaemonConfig =
+            toml::from_str(text).map_err(|e| ConfigError(format!("{source}: {e}")))?;
+        if c.rules.is_empty() {
+            return Err(ConfigError(format!(
+                "{source}: no [[rule]]: nothing to manage"
+            )));
+        }
+        if c.interval_ms == 0 {
+            return Err(ConfigError(format!(
+                "{source}: interval_ms must be at least 1"
+            )));
+        }
+        for (i, r) in c.rules.iter().enumerate() {
+            if policy_with_options(&r.policy, &PolicyOptions::default()).is_none() {
+                return Err(ConfigError(format!(
+                    "{source}: rule {}: unknown policy {:?} (policies: {})",
+                    i + 1,
+                    r.policy,
+                    policy_names().collect::<Vec<_>>().join(", ")
+                )));
+            }
+            if r.matcher.is_empty() {
+                return Err(ConfigError(format!(
+                    "{source}: rule {}: an empty match would manage every process; give comm, exe, cgroup or uid",
+                    i + 1
+                )));
+            }
+        }
+        if let Some(m) = &c.metrics {
+            let addr: SocketAddr = m.parse().map_err(|_| {
+                ConfigError(format!("{source}: metrics {m:?}: not an address:port"))
+            })?;
+            if !addr.ip().is_loopback() {
+                return Err(ConfigError(format!(
+                    "{source}: metrics {m:?}: only loopback addresses are allowed"
+                )));
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// One rule's statistics.
+#[derive(Clone, Debug, Serialize)]
+pub struct RuleStats {
+    pub policy: String,
+    pub threads_live: usize,
+    pub decisions: crate::engine::Decisions,
+    /// Per core class: live threads last seen there, CPU seconds spent there.
+    pub classes: Vec<ClassStats>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassStats {
+    pub class: String,
+    pub threads: u32,
+    pub cpu_s: f64,
+}
+
+/// What `hetsched stats` shows.
+#[derive(Clone, Debug, Serialize)]
+pub struct DaemonStats {
+    pub uptime_s: f64,
+    pub daemon_cpu_s: f64,
+    pub fraction_of_one_core: f64,
+    pub connector: bool,
+    pub hints: crate::hints::HintCounts,
+    pub rules: Vec<RuleStats>,
+}
+
+/// OpenMetrics text for `stats`.
+pub fn openmetrics(s: &DaemonStats) -> String {
+    let mut o = String::new();
+    let esc = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
+    o.push_str("# TYPE hetsched_threads gauge\n# HELP hetsched_threads Managed threads by policy and the core class they were last seen on.\n");
+    for r in &s.rules {
+        for c in &r.classes {
+            o.push_str(&format!(
+                "hetsched_threads{{policy=\"{}\",class=\"{}\"}} {}\n",
+                esc(&r.policy),
+                esc(&c.class),
+                c.threads
+            ));
+        }
+    }
+    o.push_str("# TYPE hetsched_cpu_seconds counter\n# HELP hetsched_cpu_seconds CPU time of managed threads by core class.\n");
+    for r in &s.rules {
+        for c in &r.classes {
+            o.push_str(&format!(
+                "hetsched_cpu_seconds_total{{policy=\"{}\",class=\"{}\"}} {}\n",
+                esc(&r.policy),
+                esc(&c.class),
+                c.cpu_s
+            ));
+        }
+    }
+    o.push_str("# TYPE hetsched_placements_applied counter\n");
+    for r in &s.rules {
+        o.push_str(&format!(
+            "hetsched_placements_applied_total{{policy=\"{}\"}} {}\n",
+            esc(&r.policy),
+            r.decisions.applied
+        ));
+    }
+    o.push_str("# TYPE hetsched_hints counter\n");
+    for (k, v) in [
+        ("accepted", s.hints.accepted),
+        ("rejected", s.hints.rejected),
+        ("malformed", s.hints.malformed),
+    ] {
+        o.push_str(&format!("hetsched_hints_total{{result=\"{k}\"}} {v}\n"));
+    }
+    o.push_str(&format!(
+        "# TYPE hetsched_daemon_cpu_seconds counter\nhetsched_daemon_cpu_seconds_total {}\n# EOF\n",
+        s.daemon_cpu_s
+    ));
+    o
+}
+
+/// The machine and counters every rule's engine shares.
+pub struct DaemonSetup {
+    pub topology: Topology,
+    pub cpus: CpuMap,
+    pub isolated: CpuSet,
+    pub plan: CounterPlan,
+    pub state_dir: PathBuf,
+    pub use_connector: bool,
+}
+
+struct RuleEngine {
+    rule: Rule,
+    engine: Engine,
+}
+
+fn new_engine(
+    rule: &Rule,
+    s: &DaemonSetup,
+    cfg: &EngineConfig,
+    journal: Option<Journal>,
+) -> Engine {
+    let policy = policy_with_options(&rule.policy, &PolicyOptions::default())
+        .expect("checked when the configuration was parsed");
+    Engine::new(
+        s.topology.clone(),
+        s.cpus.clone(),
+        &s.isolated,
+        policy,
+        s.plan.clone(),
+        cfg.clone(),
+        journal,
+    )
+}
+
+fn bind_stats(path: &Path) -> io::Result<UnixListener> {
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    let _ = std::fs::remove_file(path);
+    let l = UnixListener::bind(path)?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// Run the daemon until SIGTERM or SIGINT. Call from the process's only thread.
+pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStats> {
+    let proc = Proc::default();
+    let recovered = journal::recover_stale(&s.state_dir, &proc);
+    if recovered.restored > 0 {
+        tracing::warn!(
+            "restored {} thread(s) left by an earlier run",
+            recovered.restored
+        );
+    }
+    let signals = Signals::take()?;
+    sys::raise_fd_limit();
+    let cfg = EngineConfig {
+        interval: Duration::from_millis(config.interval_ms),
+        dry_run: config.dry_run,
+        work_conserving: !config.strict_placement,
+        ..Default::default()
+    };
+    let mut engines: Vec<RuleEngine> = Vec::new();
+    for (i, rule) in config.rules.iter().enumerate() {
+        let journal = if cfg.dry_run {
+            None
+        } else {
+            // One journal per rule engine, in a directory of its own.
+            let dir = s.state_dir.join(format!("rule-{i}"));
+            let j = Journal::create(&dir)?;
+            journal::recover_stale(&dir, &proc);
+            Some(j)
+        };
+        if i == 0 {
+            if let Some(j) = &journal {
+                restore_on_panic(j.path().to_path_buf());
+            }
+        }
+        let mut engine = new_engine(rule, &s, &cfg, journal);
+        for n in engine.take_notices() {
+            tracing::warn!("rule {}: {n}", i + 1);
+        }
+        engines.push(RuleEngine {
+            rule: rule.clone(),
+            engine,
+        });
+    }
+    let hint_path = config
+        .hint_socket
+        .clone()
+        .unwrap_or_else(|| DEFAULT_HINT_SOCKET.into());
+    let mut hints = HintServer::bind(&hint_path)?;
+    let stats_path = config
+        .stats_socket
+        .clone()
+        .unwrap_or_else(|| DEFAULT_STATS_SOCKET.into());
+    let stats_listener = bind_stats(&stats_path)?;
+    let metrics = match &config.metrics {
+        Some(a) => {
+            let l = TcpListener::bind(a)?;
+            l.set_nonblocking(true)?;
+            Some(l)
+        }
+        None => None,
+    };
+    let rules: Vec<Match> = config.rules.iter().map(|r| r.matcher.clone()).collect();
+    let mut tracker = Tracker::new(proc.clone(), Scope::Rules(rules), s.use_connector);
+    let mut changes = Changes::default();
+    let start = Instant::now();
+    let cpu0 = sys::process_cpu_s();
+    let interval = cfg.interval;
+    let mut next_tick = start;
+    let mut received = Vec::new();
+    tracing::info!(
+        "daemon: {} rule(s), hints at {}, stats at {}",
+        engines.len(),
+        hint_path.display(),
+        stats_path.display()
+    );
+
+    let stats = |engines: &[RuleEngine], hints: &HintServer, tracker: &Tracker| DaemonStats {
+        uptime_s: start.elapsed().as_secs_f64(),
+        daemon_cpu_s: sys::process_cpu_s() - cpu0,
+        fraction_of_one_core: (sys::process_cpu_s() - cpu0)
+            / start.elapsed().as_secs_f64().max(1e-9),
+        connector: tracker.uses_connector(),
+        hints: hints.counts,
+        rules: engines
+            .iter()
+            .map(|r| RuleStats {
+                policy: r.rule.policy.clone(),
+                threads_live: r.engine.live_threads(),
+                decisions: r.engine.decisions(),
+                classes: r
+                    .engine
+                    .class_totals()
+                    .into_iter()
+                    .map(|(class, cpu_s, threads)| ClassStats {
+                        class,
+                        threads,
+                        cpu_s,
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+
+    loop {
+        let timeout = next_tick.saturating_duration_since(Instant::now());
+        let mut fds = vec![
+            signals.as_raw_fd(),
+            hints.raw_fd(),
+            stats_listener.as_raw_fd(),
+        ];
+        fds.push(metrics.as_ref().map_or(-1, |m| m.as_raw_fd()));
+        if let Some(fd) = tracker.event_fd() {
+            fds.push(fd);
+        }
+        let ready = signals::wait_readable(&fds, timeout);
+        if ready[0] {
+            let mut stop = false;
+            for sig in signals.drain() {
+                match sig.signo {
+                    libc::SIGCHLD => {
+                        signals::reap(0);
+                    }
+                    libc::SIGHUP => tracing::info!("SIGHUP ignored (restart to reload)"),
+                    _ => stop = true,
+                }
+            }
+            if stop {
+                break;
+            }
+        }
+        let mut rescan = false;
+        if ready.get(4).copied().unwrap_or(false) {
+            rescan = tracker.take_events(&mut changes);
+            apply_changes(&mut changes, &mut engines);
+        }
+        if ready[1] {
+            received.clear();
+            hints.drain(
+                &proc,
+                |t| engines.iter().any(|r| r.engine.manages(t)),
+                &mut received,
+            );
+            for h in &received {
+                if let Some(r) = engines.iter_mut().find(|r| r.engine.manages(h.tid)) {
+                    r.engine.hint(h.tid, &h.hint);
+                }
+            }
+        }
+        if ready[2] {
+            while let Ok((mut conn, _)) = stats_listener.accept() {
+                let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
+                let text =
+                    serde_json::to_string(&stats(&engines, &hints, &tracker)).unwrap_or_default();
+                let _ = conn.write_all(text.as_bytes());
+            }
+        }
+        if ready[3] {
+            if let Some(m) = &metrics {
+                while let Ok((mut conn, _)) = m.accept() {
+                    let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
+                    let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
+                    let mut req = [0u8; 1024];
+                    let _ = conn.read(&mut req);
+                    let body = openmetrics(&stats(&engines, &hints, &tracker));
+                    let _ = write!(
+                        conn,
+                        "HTTP/1.0 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                }
+            }
+        }
+        let due = Instant::now() >= next_tick;
+        if rescan {
+            tracker.scan(&mut changes);
+            apply_changes(&mut changes, &mut engines);
+        }
+        if due {
+            tracker.periodic(&mut changes);
+            apply_changes(&mut changes, &mut engines);
+        }
+        if due {
+            let now_ns = start.elapsed().as_nanos() as u64;
+            for (i, r) in engines.iter_mut().enumerate() {
+                r.engine.tick(now_ns);
+                for n in r.engine.take_notices() {
+                    tracing::warn!("rule {}: {n}", i + 1);
+                }
+            }
+            next_tick += interval;
+            if next_tick < Instant::now() {
+                next_tick = Instant::now() + interval;
+            }
+        }
+    }
+    let final_stats = stats(&engines, &hints, &tracker);
+    for r in engines.iter_mut() {
+        r.engine.finish();
+    }
+    let _ = std::fs::remove_file(&stats_path);
+    Ok(final_stats)
+}
+
+fn apply_changes(changes: &mut Changes, engines: &mut [RuleEngine]) {
+    for tid in changes.exited.drain(..) {
+        for r in engines.iter_mut() {
+            r.engine.remove(tid);
+        }
+    }
+    for f in changes.started.drain(..) {
+        if let Some(r) = engines.get_mut(f.group) {
+            r.engine.add(f);
+        }
+    }
+}
+
+/// Read the statistics of a running daemon.
+pub fn read_stats(socket: &Path) -> io::Result<String> {
+    let mut s = std::os::unix::net::UnixStream::connect(socket)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_errors_name_the_problem() {
+        let ok = "interval_ms = 50\n[[rule]]\npolicy = \"amps\"\nmatch = { comm = \"x\" }\n";
+        let c = DaemonConfig::parse(ok, "d.toml").unwrap();
+        assert_eq!(c.rules[0].matcher.comm.as_deref(), Some("x"));
+        let e = DaemonConfig::parse("", "d.toml").unwrap_err().0;
+        assert!(e.contains("no [[rule]]"), "{e}");
+        let e = DaemonConfig::parse(&ok.replace("amps", "nope"), "d.toml")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("unknown policy \"nope\""), "{e}");
+        let e = DaemonConfig::parse(&ok.replace("comm = \"x\"", ""), "d.toml")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("empty match"), "{e}");
+        let e = DaemonConfig::parse(&format!("metrics = \"0.0.0.0:9\"\n{ok}"), "d.toml")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("loopback"), "{e}");
+        let e = DaemonConfig::parse(&format!("bogus = 1\n{ok}"), "d.toml")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn metrics_are_per_policy_and_class() {
+        let s = DaemonStats {
+            uptime_s: 1.0,
+            daemon_cpu_s: 0.01,
+            fraction_of_one_core: 0.01,
+            connector: false,
+            hints: Default::default(),
+            rules: vec![RuleStats {
+                policy: "amps".into(),
+                threads_live: 3,
+                decisions: Default::default(),
+                classes: vec![
+                    ClassStats {
+                        class: "fast".into(),
+                        threads: 2,
+                        cpu_s: 1.5,
+                    },
+                    ClassStats {
+                        class: "slow".into(),
+                        threads: 1,
+                        cpu_s: 0.5,
+                    },
+                ],
+            }],
+        };
+        let m = openmetrics(&s);
+        assert!(m.contains("hetsched_threads{policy=\"amps\",class=\"fast\"} 2\n"));
+        assert!(m.contains("hetsched_cpu_seconds_total{policy=\"amps\",class=\"slow\"} 0.5\n"));
+        assert!(m.ends_with("# EOF\n"));
+    }
+}

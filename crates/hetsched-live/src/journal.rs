@@ -1,0 +1,320 @@
+//! The affinity journal: every thread whose affinity the backend changed, with the mask it had
+//! before and the mask the backend set last, on disk before the change is made. It is what makes
+//! restoring possible after a crash: on its next start, hetsched restores the entries of journals
+//! whose owner is dead ([`recover_stale`]).
+//!
+//! A thread is named by its id and start time, so a reused id is never "restored". An entry is
+//! restored only while the thread still has the mask the backend set: a program that changed its
+//! own affinity since keeps its choice.
+
+use crate::procfs::Proc;
+use crate::sys::{self, OsMask, SysError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Environment variable overriding the state directory.
+pub const STATE_DIR_ENV: &str = "HETSCHED_STATE_DIR";
+
+/// Where journals, hint sockets and the emulated topology live: `$HETSCHED_STATE_DIR`, else
+/// `/run/hetsched` when it can be created, else `$XDG_RUNTIME_DIR/hetsched`, else
+/// `/tmp/hetsched-<uid>`.
+pub fn state_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os(STATE_DIR_ENV) {
+        return PathBuf::from(d);
+    }
+    let run = PathBuf::from("/run/hetsched");
+    if fs::create_dir_all(&run).is_ok() {
+        return run;
+    }
+    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
+        return PathBuf::from(x).join("hetsched");
+    }
+    // SAFETY: getuid has no preconditions.
+    PathBuf::from(format!("/tmp/hetsched-{}", unsafe { libc::getuid() }))
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+struct Entry {
+    tid: u32,
+    start_ticks: u64,
+    /// cpulist before the first change.
+    original: String,
+    /// cpulist the backend set last.
+    applied: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+struct JournalFile {
+    owner_pid: u32,
+    owner_start_ticks: u64,
+    threads: Vec<Entry>,
+}
+
+/// This process's journal.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: JournalFile,
+    index: BTreeMap<u32, usize>,
+}
+
+/// What a restore did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Restored {
+    /// Threads given their original mask back.
+    pub restored: u32,
+    /// Threads gone (exited, or the id now names another thread).
+    pub gone: u32,
+    /// Threads whose mask someone else changed since; left as they are.
+    pub changed_by_others: u32,
+}
+
+impl Journal {
+    /// A new, empty journal of this process in `dir`, named after its pid.
+    pub fn create(dir: &Path) -> io::Result<Journal> {
+        fs::create_dir_all(dir)?;
+        let pid = std::process::id();
+        let start = Proc::default()
+            .process_stat(pid)
+            .map_or(0, |s| s.start_ticks);
+        let j = Journal {
+            path: dir.join(format!("affinity-{pid}.json")),
+            file: JournalFile {
+                owner_pid: pid,
+                owner_start_ticks: start,
+                threads: Vec::new(),
+            },
+            index: BTreeMap::new(),
+        };
+        j.flush()?;
+        Ok(j)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Note that thread `tid` goes from `original` (its mask before any change of ours) to
+    /// `applied`. Call [`flush`](Self::flush) before making the change.
+    pub fn record(&mut self, tid: u32, start_ticks: u64, original: &OsMask, applied: &OsMask) {
+        match self.index.get(&tid) {
+            Some(&i) if self.file.threads[i].start_ticks == start_ticks => {
+                self.file.threads[i].applied = applied.to_list();
+            }
+            _ => {
+                self.index.insert(tid, self.file.threads.len());
+                self.file.threads.push(Entry {
+                    tid,
+                    start_ticks,
+                    original: original.to_list(),
+                    applied: applied.to_list(),
+                });
+            }
+        }
+    }
+
+    /// Forget a thread (it exited, or was restored).
+    pub fn forget(&mut self, tid: u32) {
+        if let Some(i) = self.index.remove(&tid) {
+            self.file.threads.swap_remove(i);
+            if let Some(moved) = self.file.threads.get(i) {
+                self.index.insert(moved.tid, i);
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.file.threads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.file.threads.is_empty()
+    }
+
+    /// Write the journal (atomically: a new file renamed over the old).
+    pub fn flush(&self) -> io::Result<()> {
+        let tmp = self.path.with_extension("json.tmp");
+        let text = serde_json::to_string(&self.file).map_err(io::Error::other)?;
+        fs::write(&tmp, text)?;
+        fs::rename(&tmp, &self.path)
+    }
+
+    /// Restore every entry and delete the journal.
+    pub fn restore_all(&mut self, proc: &Proc) -> Restored {
+        let r = restore_entries(&self.file.threads, proc);
+        self.file.threads.clear();
+        self.index.clear();
+        let _ = fs::remove_file(&self.path);
+        r
+    }
+}
+
+fn restore_entries(entries: &[Entry], proc: &Proc) -> Restored {
+    let mut r = Restored::default();
+    for e in entries {
+        // /proc/<tid> resolves any thread id, not only process leaders.
+        let same_thread = proc
+            .process_stat(e.tid)
+            .is_some_and(|s| s.start_ticks == e.start_ticks && !s.is_dead());
+        if !same_thread {
+            r.gone += 1;
+            continue;
+        }
+        let (Some(original), Some(applied)) = (
+            OsMask::parse_list(&e.original),
+            OsMask::parse_list(&e.applied),
+        ) else {
+            continue;
+        };
+        match sys::get_affinity(e.tid) {
+            Ok(now) if now != applied => {
+                r.changed_by_others += 1;
+                continue;
+            }
+            Ok(_) => {}
+            Err(_) => {
+                r.gone += 1;
+                continue;
+            }
+        }
+        match sys::set_affinity(e.tid, &original) {
+            Ok(()) => r.restored += 1,
+            Err(SysError::Gone(_)) => r.gone += 1,
+            Err(e) => tracing::warn!("restoring affinity: {e}"),
+        }
+    }
+    r
+}
+
+/// Restore the threads of journals in `dir` whose owner is dead (a crashed or killed hetsched),
+/// and delete those journals.
+pub fn recover_stale(dir: &Path, proc: &Proc) -> Restored {
+    let mut total = Restored::default();
+    let Ok(rd) = fs::read_dir(dir) else {
+        return total;
+    };
+    for ent in rd.flatten() {
+        let path = ent.path();
+        let name = ent.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !(name.starts_with("affinity-") && name.ends_with(".json")) {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(file) = serde_json::from_str::<JournalFile>(&text) else {
+            tracing::warn!("{}: not a journal; left alone", path.display());
+            continue;
+        };
+        let owner_alive = file.owner_pid == std::process::id()
+            || proc
+                .process_stat(file.owner_pid)
+                .is_some_and(|s| s.start_ticks == file.owner_start_ticks && !s.is_dead());
+        if owner_alive {
+            continue;
+        }
+        let r = restore_entries(&file.threads, proc);
+        total.restored += r.restored;
+        total.gone += r.gone;
+        total.changed_by_others += r.changed_by_others;
+        let _ = fs::remove_file(&path);
+    }
+    total
+}
+
+/// Restore from the journal at `path` (the panic hook's path: no state but the file).
+pub fn restore_from_file(path: &Path, proc: &Proc) -> Restored {
+    let Ok(text) = fs::read_to_string(path) else {
+        return Restored::default();
+    };
+    let Ok(file) = serde_json::from_str::<JournalFile>(&text) else {
+        return Restored::default();
+    };
+    let r = restore_entries(&file.threads, proc);
+    let _ = fs::remove_file(path);
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stale_journal_restores_its_threads_and_only_those_unchanged() {
+        let dir = std::env::temp_dir().join(format!("hs-journal-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let proc = Proc::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            tx.send(sys::gettid()).unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let me = std::process::id();
+        let start = proc.process_stat(tid).unwrap().start_ticks;
+        let original = sys::get_affinity(tid).unwrap();
+        let first = original.cpus().next().unwrap();
+        let pinned = OsMask::from_cpus([first]);
+        sys::set_affinity(tid, &pinned).unwrap();
+        // A journal left by a dead owner (pid 1 with a start time it does not have).
+        let file = JournalFile {
+            owner_pid: 1,
+            owner_start_ticks: u64::MAX,
+            threads: vec![
+                Entry {
+                    tid,
+                    start_ticks: start,
+                    original: original.to_list(),
+                    applied: pinned.to_list(),
+                },
+                // The id of a live thread with another start time: a reused id.
+                Entry {
+                    tid: me,
+                    start_ticks: start + 12345,
+                    original: "0".into(),
+                    applied: "0".into(),
+                },
+            ],
+        };
+        fs::write(
+            dir.join("affinity-1.json"),
+            serde_json::to_string(&file).unwrap(),
+        )
+        .unwrap();
+        let r = recover_stale(&dir, &proc);
+        assert_eq!(
+            r,
+            Restored {
+                restored: 1,
+                gone: 1,
+                changed_by_others: 0
+            }
+        );
+        assert_eq!(sys::get_affinity(tid).unwrap(), original);
+        assert!(!dir.join("affinity-1.json").exists());
+        done_tx.send(()).unwrap();
+        worker.join().unwrap();
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_live_owners_journal_is_left_alone() {
+        let dir = std::env::temp_dir().join(format!("hs-journal-live-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut j = Journal::create(&dir).unwrap();
+        j.record(1, 1, &OsMask::from_cpus([0]), &OsMask::from_cpus([0]));
+        j.flush().unwrap();
+        let r = recover_stale(&dir, &Proc::default());
+        assert_eq!(r, Restored::default());
+        assert!(j.path().exists());
+        j.forget(1);
+        assert!(j.is_empty());
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,264 @@
+//! Thin, safe wrappers over the system calls the backend makes: affinity, page migration,
+//! scheduling class. Every call names the thread it acts on; ESRCH (the thread is gone) comes back
+//! as [`Gone`](SysError::Gone), which callers treat as normal.
+
+use hetsched_core::{CoreId, CpuSet};
+use std::io;
+
+/// Why a call on a thread did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum SysError {
+    /// The thread exited (ESRCH): normal, not an error.
+    #[error("thread {0} is gone")]
+    Gone(u32),
+    #[error("thread {tid}: {source}")]
+    Other { tid: u32, source: io::Error },
+}
+
+fn sys_err(tid: u32) -> SysError {
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ESRCH) {
+        SysError::Gone(tid)
+    } else {
+        SysError::Other { tid, source: e }
+    }
+}
+
+/// A kernel CPU mask, kept whole (offline CPUs included) so a restore gives back exactly what was
+/// there.
+#[derive(Clone, Copy)]
+pub struct OsMask(libc::cpu_set_t);
+
+impl PartialEq for OsMask {
+    fn eq(&self, other: &Self) -> bool {
+        (0..libc::CPU_SETSIZE as usize).all(|c| self.contains(c as u32) == other.contains(c as u32))
+    }
+}
+impl Eq for OsMask {}
+
+impl std::fmt::Debug for OsMask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "OsMask({})", self.to_list())
+    }
+}
+
+impl OsMask {
+    pub fn empty() -> Self {
+        // SAFETY: cpu_set_t is plain bits; all-zero is the empty set.
+        OsMask(unsafe { std::mem::zeroed() })
+    }
+    pub fn from_cpus(cpus: impl IntoIterator<Item = u32>) -> Self {
+        let mut m = OsMask::empty();
+        for c in cpus {
+            if (c as usize) < libc::CPU_SETSIZE as usize {
+                // SAFETY: c is below CPU_SETSIZE.
+                unsafe { libc::CPU_SET(c as usize, &mut m.0) };
+            }
+        }
+        m
+    }
+    pub fn contains(&self, cpu: u32) -> bool {
+        // SAFETY: CPU_ISSET checks the index against the set size.
+        (cpu as usize) < libc::CPU_SETSIZE as usize
+            && unsafe { libc::CPU_ISSET(cpu as usize, &self.0) }
+    }
+    pub fn cpus(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..libc::CPU_SETSIZE as u32).filter(|&c| self.contains(c))
+    }
+    pub fn is_empty(&self) -> bool {
+        self.cpus().next().is_none()
+    }
+    /// Kernel cpulist syntax (`0-3,8`).
+    pub fn to_list(&self) -> String {
+        let v: Vec<u32> = self.cpus().collect();
+        let mut out = String::new();
+        let mut i = 0;
+        while i < v.len() {
+            let mut j = i;
+            while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+                j += 1;
+            }
+            if !out.is_empty() {
+                out.push(',');
+            }
+            if j > i {
+                out.push_str(&format!("{}-{}", v[i], v[j]));
+            } else {
+                out.push_str(&v[i].to_string());
+            }
+            i = j + 1;
+        }
+        out
+    }
+    /// Parse a cpulist.
+    pub fn parse_list(text: &str) -> Option<OsMask> {
+        CpuSet::parse_list(text)
+            .ok()
+            .map(|s| OsMask::from_cpus(s.iter().map(|c| c.0)))
+    }
+}
+
+/// The affinity of thread `tid`.
+pub fn get_affinity(tid: u32) -> Result<OsMask, SysError> {
+    let mut m = OsMask::empty();
+    // SAFETY: the pointer and size describe a valid cpu_set_t.
+    let r = unsafe {
+        libc::sched_getaffinity(tid as libc::pid_t, size_of::<libc::cpu_set_t>(), &mut m.0)
+    };
+    if r == 0 {
+        Ok(m)
+    } else {
+        Err(sys_err(tid))
+    }
+}
+
+/// Set the affinity of thread `tid`.
+pub fn set_affinity(tid: u32, mask: &OsMask) -> Result<(), SysError> {
+    // SAFETY: the pointer and size describe a valid cpu_set_t.
+    let r = unsafe {
+        libc::sched_setaffinity(tid as libc::pid_t, size_of::<libc::cpu_set_t>(), &mask.0)
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(sys_err(tid))
+    }
+}
+
+/// The calling thread's id.
+pub fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+/// Mapping between the model's dense core ids and the kernel's CPU numbers.
+#[derive(Clone, Debug)]
+pub struct CpuMap {
+    os_of: Vec<u32>,
+}
+
+impl CpuMap {
+    /// From the topology's `os_cpu` of each core.
+    pub fn new(topology: &hetsched_core::Topology) -> Self {
+        CpuMap {
+            os_of: topology.cores().iter().map(|c| c.os_cpu).collect(),
+        }
+    }
+    pub fn os_cpu(&self, core: CoreId) -> u32 {
+        self.os_of[core.index()]
+    }
+    pub fn core_of(&self, os_cpu: u32) -> Option<CoreId> {
+        self.os_of
+            .iter()
+            .position(|&c| c == os_cpu)
+            .map(|i| CoreId(i as u32))
+    }
+    /// The kernel mask of a set of cores.
+    pub fn to_os(&self, cpus: &CpuSet) -> OsMask {
+        OsMask::from_cpus(cpus.iter().map(|c| self.os_cpu(c)))
+    }
+    /// The cores of a kernel mask (CPUs the model does not know are dropped).
+    pub fn to_cores(&self, mask: &OsMask) -> CpuSet {
+        mask.cpus().filter_map(|c| self.core_of(c)).collect()
+    }
+}
+
+/// Make the calling thread SCHED_FIFO at `priority` (1..=99).
+pub fn set_fifo(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: param is a valid sched_param; 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Raise the soft open-file limit to the hard one (the backend holds descriptors per thread).
+pub fn raise_fd_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a valid rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+    lim.rlim_cur
+}
+
+/// CPU time the calling process has used, s (user + system, all threads).
+pub fn process_cpu_s() -> f64 {
+    // SAFETY: ru is a valid rusage.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// `MPOL_MF_MOVE` (include/uapi/linux/mempolicy.h): move pages used only by this process.
+const MPOL_MF_MOVE: libc::c_long = 1 << 1;
+
+/// `move_pages(2)` on `pid`: move each page to the node in `nodes` (or, with `nodes` empty, only
+/// report where each page is). `status` gets a node or a negative errno per page.
+pub fn move_pages(pid: u32, pages: &[usize], nodes: &[i32], status: &mut [i32]) -> io::Result<()> {
+    assert!(status.len() == pages.len() && (nodes.is_empty() || nodes.len() == pages.len()));
+    let nodes_ptr = if nodes.is_empty() {
+        std::ptr::null()
+    } else {
+        nodes.as_ptr()
+    };
+    // SAFETY: the arrays are valid for `pages.len()` elements; the kernel only reads the addresses
+    // (they are in the target's address space) and writes `status`.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            pid as libc::c_long,
+            pages.len() as libc::c_ulong,
+            pages.as_ptr(),
+            nodes_ptr,
+            status.as_mut_ptr(),
+            MPOL_MF_MOVE,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_round_trip_through_lists() {
+        let m = OsMask::parse_list("0-2,5,7-8").unwrap();
+        assert_eq!(m.to_list(), "0-2,5,7-8");
+        assert!(m.contains(5) && !m.contains(4));
+        assert!(OsMask::empty().is_empty());
+    }
+
+    #[test]
+    fn own_affinity_reads_and_writes_back() {
+        let tid = gettid();
+        let before = get_affinity(tid).unwrap();
+        set_affinity(tid, &before).unwrap();
+        assert_eq!(get_affinity(tid).unwrap(), before);
+    }
+
+    #[test]
+    fn a_missing_thread_is_gone_not_an_error() {
+        // pid_max is at most 2^22; this id cannot exist.
+        match get_affinity(1 << 23) {
+            Err(SysError::Gone(_)) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}

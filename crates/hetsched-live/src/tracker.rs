@@ -1,0 +1,475 @@
+//! Which threads are managed: the launched process tree (`run`), or the processes that match the
+//! daemon's rules. The tracker learns of processes and threads from the process events connector
+//! when it can have it, and from a scan of /proc that runs every interval anyway: the fallback, and
+//! the reconciliation after any lost event.
+//!
+//! Never managed: kernel threads (PF_KTHREAD), threads the kernel pins (PF_NO_SETAFFINITY), zombies,
+//! the tracker's own process, and anything outside the scope.
+
+use crate::connector::{Connector, ProcEvent};
+use crate::procfs::Proc;
+use serde::Deserialize;
+use std::collections::{HashMap, HashSet};
+
+/// With the connector, the reconciling scan of /proc runs every this many intervals (3 s at the
+/// default interval); without it, every interval.
+pub const FULL_SCAN_EVERY: u64 = 30;
+
+/// A daemon rule's match: every field given must hold.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Match {
+    /// The command name (`/proc/<pid>/comm`, 15 characters at most), exactly.
+    pub comm: Option<String>,
+    /// The executable's path, exactly.
+    pub exe: Option<String>,
+    /// A cgroup path prefix (`/user.slice`).
+    pub cgroup: Option<String>,
+    /// The real user id.
+    pub uid: Option<u32>,
+}
+
+impl Match {
+    pub fn is_empty(&self) -> bool {
+        self.comm.is_none() && self.exe.is_none() && self.cgroup.is_none() && self.uid.is_none()
+    }
+
+    fn matches(&self, proc: &Proc, pid: u32, comm: &str) -> bool {
+        if self.comm.as_deref().is_some_and(|c| c != comm) {
+            return false;
+        }
+        if let Some(exe) = &self.exe {
+            if proc.exe(pid).as_deref() != Some(std::path::Path::new(exe)) {
+                return false;
+            }
+        }
+        if let Some(prefix) = &self.cgroup {
+            if !proc
+                .cgroup(pid)
+                .is_some_and(|c| c.starts_with(prefix.as_str()))
+            {
+                return false;
+            }
+        }
+        if let Some(uid) = self.uid {
+            if proc.uid(pid) != Some(uid) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// What to manage.
+#[derive(Clone, Debug)]
+pub enum Scope {
+    /// The process `root` and all its descendants (`run`).
+    Tree { root: u32 },
+    /// Processes matching a rule; a process belongs to the first rule it matches (`daemon`).
+    Rules(Vec<Match>),
+}
+
+/// A managed thread, as the tracker found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found {
+    pub pid: u32,
+    pub tid: u32,
+    /// Start time, clock ticks after boot: with `tid`, a name no other thread will have.
+    pub start_ticks: u64,
+    /// The rule it matched (always 0 for a tree).
+    pub group: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ProcEntry {
+    start_ticks: u64,
+    group: usize,
+    /// Its thread count when its threads were last listed (`u32::MAX`: never).
+    listed_threads: u32,
+}
+
+/// What changed since the last call.
+#[derive(Debug, Default)]
+pub struct Changes {
+    pub started: Vec<Found>,
+    /// Thread ids that are gone (exited, or their process left the scope).
+    pub exited: Vec<u32>,
+}
+
+/// The tracker.
+pub struct Tracker {
+    proc: Proc,
+    scope: Scope,
+    own_pid: u32,
+    /// Managed processes.
+    procs: HashMap<u32, ProcEntry>,
+    /// Processes seen and found outside the scope, by start time (a reused id is looked at anew).
+    outside: HashMap<u32, u64>,
+    threads: HashMap<u32, Found>,
+    /// Threads found untouchable, never reported.
+    untouchable: HashSet<u32>,
+    connector: Option<Connector>,
+    events: Vec<ProcEvent>,
+    /// Events received from the connector, and times it lost some.
+    pub events_seen: u64,
+    pub events_lost: u64,
+    /// Scans of /proc so far.
+    pub scans: u64,
+    calls: u64,
+}
+
+impl Tracker {
+    /// A tracker of `scope` over `proc`; with `use_connector`, subscribe to process events if the
+    /// kernel lets us.
+    pub fn new(proc: Proc, scope: Scope, use_connector: bool) -> Tracker {
+        let connector = if use_connector {
+            Connector::subscribe()
+                .map_err(|e| {
+                    tracing::info!("process events connector unavailable ({e}); polling /proc")
+                })
+                .ok()
+        } else {
+            None
+        };
+        Tracker {
+            proc,
+            scope,
+            own_pid: std::process::id(),
+            procs: HashMap::new(),
+            outside: HashMap::new(),
+            threads: HashMap::new(),
+            untouchable: HashSet::new(),
+            connector,
+            events: Vec::new(),
+            events_seen: 0,
+            events_lost: 0,
+            scans: 0,
+            calls: 0,
+        }
+    }
+
+    /// The connector's descriptor, to wait on; `None` when polling only.
+    pub fn event_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.connector.as_ref().map(|c| c.as_raw_fd())
+    }
+
+    pub fn uses_connector(&self) -> bool {
+        self.connector.is_some()
+    }
+
+    pub fn proc(&self) -> &Proc {
+        &self.proc
+    }
+
+    /// The managed threads now.
+    pub fn threads(&self) -> impl Iterator<Item = &Found> {
+        self.threads.values()
+    }
+
+    pub fn is_managed_process(&self, pid: u32) -> bool {
+        self.procs.contains_key(&pid)
+    }
+
+    /// Which rule a new process falls under, if any.
+    fn classify(&self, pid: u32) -> Option<(u64, Option<usize>)> {
+        let stat = self.proc.process_stat(pid)?;
+        if pid == self.own_pid || stat.is_untouchable() {
+            return Some((stat.start_ticks, None));
+        }
+        let group = match &self.scope {
+            Scope::Tree { root } => {
+                let in_tree = pid == *root
+                    || self.procs.contains_key(&stat.ppid)
+                    // Orphans of the tree reparent to us (we are its subreaper).
+                    || (stat.ppid == self.own_pid && *root != self.own_pid);
+                in_tree.then_some(0)
+            }
+            Scope::Rules(rules) => rules
+                .iter()
+                .position(|m| m.matches(&self.proc, pid, &stat.comm)),
+        };
+        Some((stat.start_ticks, group))
+    }
+
+    /// Take pending connector events and turn them into changes at once: a new thread of a
+    /// managed process, a new child of one, a process whose exec makes it match a rule, a managed
+    /// thread's exit. Returns true when events were lost and a full [`scan`](Self::scan) is due.
+    pub fn take_events(&mut self, changes: &mut Changes) -> bool {
+        let Some(c) = &self.connector else {
+            return false;
+        };
+        self.events.clear();
+        let complete = c.drain(&mut self.events);
+        if !complete {
+            self.events_lost += 1;
+        }
+        self.events_seen += self.events.len() as u64;
+        for ev in std::mem::take(&mut self.events) {
+            match ev {
+                ProcEvent::Fork {
+                    parent_pid,
+                    child_pid,
+                    child_tid,
+                } => {
+                    if let Some(e) = self.procs.get(&child_pid).copied() {
+                        self.found_thread(child_pid, child_tid, e.group, changes);
+                    } else if child_pid == child_tid {
+                        if let Some(parent) = self.procs.get(&parent_pid).copied() {
+                            // A child of a managed process joins its parent's group before it
+                            // can exit again unseen.
+                            self.add_process(child_pid, parent.group, changes);
+                        }
+                    }
+                }
+                ProcEvent::Exec { pid } => {
+                    // Rules match on comm and exe, which exec changes.
+                    if matches!(self.scope, Scope::Rules(_)) && !self.procs.contains_key(&pid) {
+                        self.outside.remove(&pid);
+                        if let Some((_, Some(group))) = self.classify(pid) {
+                            self.add_process(pid, group, changes);
+                        }
+                    }
+                }
+                ProcEvent::Exit { tid, .. } => {
+                    if self.threads.remove(&tid).is_some() {
+                        changes.exited.push(tid);
+                    }
+                }
+            }
+        }
+        !complete
+    }
+
+    fn add_process(&mut self, pid: u32, group: usize, changes: &mut Changes) {
+        let Some(stat) = self.proc.process_stat(pid) else {
+            return;
+        };
+        self.procs.insert(
+            pid,
+            ProcEntry {
+                start_ticks: stat.start_ticks,
+                group,
+                listed_threads: u32::MAX,
+            },
+        );
+        for tid in self.proc.tids(pid) {
+            self.found_thread(pid, tid, group, changes);
+        }
+    }
+
+    fn found_thread(&mut self, pid: u32, tid: u32, group: usize, changes: &mut Changes) {
+        if self.threads.contains_key(&tid) || self.untouchable.contains(&tid) {
+            return;
+        }
+        let Some(stat) = self.proc.task_stat(pid, tid) else {
+            return;
+        };
+        if stat.is_dead() {
+            return;
+        }
+        if stat.is_untouchable() {
+            self.untouchable.insert(tid);
+            return;
+        }
+        let f = Found {
+            pid,
+            tid,
+            start_ticks: stat.start_ticks,
+            group,
+        };
+        changes.started.push(f);
+        self.threads.insert(tid, f);
+    }
+
+    /// Once an interval: with the connector, every [`FULL_SCAN_EVERY`]th call reconciles (the
+    /// events did the rest); without it, every call looks for new processes and lists the threads
+    /// of processes whose thread count changed, and every [`FULL_SCAN_EVERY`]th lists them all.
+    pub fn periodic(&mut self, changes: &mut Changes) {
+        self.calls += 1;
+        let full = self.calls % FULL_SCAN_EVERY == 1;
+        if self.connector.is_some() && !full {
+            return;
+        }
+        self.scan_inner(changes, full);
+    }
+
+    /// Reconcile with /proc now: find new processes and threads of the scope, drop those gone.
+    pub fn scan(&mut self, changes: &mut Changes) {
+        self.scan_inner(changes, true);
+    }
+
+    fn scan_inner(&mut self, changes: &mut Changes, full: bool) {
+        self.scans += 1;
+        let pids = match self.proc.pids() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("cannot list {}: {e}", self.proc.root().display());
+                return;
+            }
+        };
+        let alive: HashSet<u32> = pids.iter().copied().collect();
+        // Processes gone, or replaced by another with the same id; the others' thread counts.
+        let mut counts: HashMap<u32, u32> = HashMap::with_capacity(self.procs.len());
+        let proc = &self.proc;
+        self.procs.retain(|pid, e| {
+            alive.contains(pid)
+                && proc.process_stat(*pid).is_some_and(|s| {
+                    counts.insert(*pid, s.num_threads);
+                    s.start_ticks == e.start_ticks && !s.is_dead()
+                })
+        });
+        self.outside.retain(|pid, _| alive.contains(pid));
+        // New processes: parents before children, so one pass finds a whole new subtree.
+        let mut fresh: Vec<u32> = pids
+            .into_iter()
+            .filter(|p| !self.procs.contains_key(p) && !self.outside.contains_key(p))
+            .collect();
+        fresh.sort_unstable();
+        let mut pending = fresh;
+        loop {
+            let mut progressed = false;
+            let mut still = Vec::new();
+            for pid in pending {
+                match self.classify(pid) {
+                    Some((start_ticks, Some(group))) => {
+                        self.procs.insert(
+                            pid,
+                            ProcEntry {
+                                start_ticks,
+                                group,
+                                listed_threads: u32::MAX,
+                            },
+                        );
+                        progressed = true;
+                    }
+                    Some((start_ticks, None)) => still.push((pid, start_ticks)),
+                    None => {}
+                }
+            }
+            if !progressed || !matches!(self.scope, Scope::Tree { .. }) {
+                for (pid, start) in still {
+                    self.outside.insert(pid, start);
+                }
+                break;
+            }
+            pending = still.into_iter().map(|(p, _)| p).collect();
+        }
+        // Threads.
+        let mut now: HashMap<u32, Found> = HashMap::with_capacity(self.threads.len());
+        let mut unchanged: HashSet<u32> = HashSet::new();
+        for (&pid, e) in self.procs.iter_mut() {
+            let count = counts.get(&pid).copied();
+            if !full && count.is_some() && count == Some(e.listed_threads) {
+                unchanged.insert(pid);
+                continue;
+            }
+            if let Some(c) = count {
+                e.listed_threads = c;
+            }
+            for tid in self.proc.tids(pid) {
+                if self.untouchable.contains(&tid) {
+                    continue;
+                }
+                if let Some(f) = self.threads.get(&tid) {
+                    if f.pid == pid {
+                        now.insert(tid, *f);
+                        continue;
+                    }
+                }
+                let Some(stat) = self.proc.task_stat(pid, tid) else {
+                    continue; // gone between the listing and the read
+                };
+                if stat.is_dead() {
+                    continue;
+                }
+                if stat.is_untouchable() {
+                    self.untouchable.insert(tid);
+                    continue;
+                }
+                let f = Found {
+                    pid,
+                    tid,
+                    start_ticks: stat.start_ticks,
+                    group: e.group,
+                };
+                changes.started.push(f);
+                now.insert(tid, f);
+            }
+        }
+        // Processes whose thread count did not change keep the threads they had.
+        for (tid, f) in &self.threads {
+            if unchanged.contains(&f.pid) {
+                now.insert(*tid, *f);
+            }
+        }
+        for (tid, f) in &self.threads {
+            match now.get(tid) {
+                Some(n) if n.start_ticks == f.start_ticks => {}
+                _ => changes.exited.push(*tid),
+            }
+        }
+        self.untouchable
+            .retain(|t| alive.contains(t) || now.contains_key(t));
+        self.threads = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    #[test]
+    fn finds_a_child_tree_and_its_exit() {
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 5 & sleep 5; wait"])
+            .spawn()
+            .unwrap();
+        let root = child.id();
+        let mut t = Tracker::new(Proc::default(), Scope::Tree { root }, false);
+        let mut ch = Changes::default();
+        // The grandchild may take a moment to appear.
+        for _ in 0..50 {
+            t.scan(&mut ch);
+            if t.procs.len() >= 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(t.procs.len(), 3, "sh and two sleeps");
+        assert!(ch.started.iter().any(|f| f.tid == root));
+        assert!(!t.is_managed_process(std::process::id()));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let mut ch = Changes::default();
+        t.scan(&mut ch);
+        assert!(ch.exited.contains(&root));
+        assert!(!t.is_managed_process(root));
+    }
+
+    #[test]
+    fn rules_match_on_comm() {
+        let mut child = Command::new("sleep").arg("5").spawn().unwrap();
+        let rules = vec![
+            Match {
+                comm: Some("no-such-comm".into()),
+                ..Default::default()
+            },
+            Match {
+                comm: Some("sleep".into()),
+                uid: Some(Proc::default().uid(std::process::id()).unwrap()),
+                ..Default::default()
+            },
+        ];
+        let mut t = Tracker::new(Proc::default(), Scope::Rules(rules), false);
+        let mut ch = Changes::default();
+        t.scan(&mut ch);
+        let f = ch.started.iter().find(|f| f.pid == child.id()).copied();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(f.map(|f| f.group), Some(1));
+        // Kernel threads never appear.
+        assert!(ch.started.iter().all(|f| f.pid != 2));
+    }
+}
