@@ -382,12 +382,20 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
             apply_changes(&mut changes, &mut engines);
         }
         if ready[1] {
+            // A hint may name a thread younger than what the tracker has seen.
             received.clear();
             hints.drain(
                 &proc,
-                |t| engines.iter().any(|r| r.engine.manages(t)),
+                |t| {
+                    engines.iter().any(|r| r.engine.manages(t))
+                        || tracker.adopt(t).is_some_and(|f| {
+                            changes.started.push(f);
+                            true
+                        })
+                },
                 &mut received,
             );
+            apply_changes(&mut changes, &mut engines);
             for h in &received {
                 if let Some(r) = engines.iter_mut().find(|r| r.engine.manages(h.tid)) {
                     r.engine.hint(h.tid, &h.hint);
@@ -455,10 +463,14 @@ fn apply_changes(changes: &mut Changes, engines: &mut [RuleEngine]) {
             r.engine.remove(tid);
         }
     }
+    changes.sort();
     for f in changes.started.drain(..) {
         if let Some(r) = engines.get_mut(f.group) {
             r.engine.add(f);
         }
+    }
+    for r in engines.iter_mut() {
+        r.engine.sync_journal();
     }
 }
 

@@ -181,6 +181,8 @@ pub struct Engine {
     pending: Vec<Placement>,
     page_moves: Vec<PageMove>,
     decisions: Decisions,
+    /// The journal has entries not on disk yet (inherited masks).
+    journal_dirty: bool,
     restored: Restored,
     notices: Vec<String>,
 }
@@ -288,6 +290,7 @@ impl Engine {
             pending: Vec::new(),
             page_moves: Vec::new(),
             decisions: Decisions::default(),
+            journal_dirty: false,
             restored: Restored::default(),
             notices,
         }
@@ -371,9 +374,19 @@ impl Engine {
         if self.manages(f.tid) {
             return true;
         }
-        let original = match sys::get_affinity(f.tid) {
+        let current = match sys::get_affinity(f.tid) {
             Ok(m) => m,
             Err(_) => return false,
+        };
+        // A thread or process started by one we had moved inherits our mask, not the user's: it
+        // gets its creator's original, and a journal entry, so it is restored like its creator.
+        let creator = self
+            .slots
+            .iter()
+            .find(|s| s.alive && (s.pid == f.pid || s.pid == f.ppid) && s.applied == Some(current));
+        let (original, inherited) = match creator {
+            Some(c) => (c.original, true),
+            None => (current, false),
         };
         let user = self.cpus.to_cores(&original).intersection(&self.managed);
         if user.is_empty() {
@@ -406,7 +419,7 @@ impl Engine {
             stat,
             counters,
             original,
-            applied: None,
+            applied: inherited.then_some(current),
             last_move_ns: None,
             class_ns: vec![0.0; self.topology.classes().len()],
             last_cpu_ns: 0.0,
@@ -419,6 +432,14 @@ impl Engine {
             reads: 0,
         });
         self.by_tid.insert(f.tid, id);
+        if inherited {
+            self.obs[id.index()].allowed = self.cpus.to_cores(&current).intersection(&self.managed);
+            if let Some(j) = self.journal.as_mut() {
+                // Written with the next batch of changes, or at the next interval.
+                j.record(f.tid, f.start_ticks, &original, &current);
+                self.journal_dirty = true;
+            }
+        }
         self.refresh_one(id.index());
         if let Some(Some(cpus)) = self.call(|p, v, _| p.on_thread_start(v, id)) {
             self.pending.push(Placement { thread: id, cpus });
@@ -476,8 +497,8 @@ impl Engine {
         s.reads += 1;
         let used = c.cpu_time_ns - s.last_cpu_ns;
         let since = self.now_ns.saturating_sub(s.last_read_ns) as f64;
-        let nearly_idle =
-            used == 0.0 || (used <= IDLE_CPU_SHARE * since && !s.reads.is_multiple_of(STAT_EVERY_READS));
+        let nearly_idle = used == 0.0
+            || (used <= IDLE_CPU_SHARE * since && !s.reads.is_multiple_of(STAT_EVERY_READS));
         if task_clock && o.state == ThreadState::Blocked && nearly_idle {
             if let Some(core) = s.last_processor.and_then(|p| self.cpus.core_of(p)) {
                 if !self.plan.has(Role::Migrations) {
@@ -594,8 +615,20 @@ impl Engine {
     }
 
     /// One interval: observe, let the policy decide, act. `now_ns`: time since the start.
+    /// Write journal entries recorded since the last write (masks new threads inherited). Call
+    /// after a batch of [`add`](Self::add)s.
+    pub fn sync_journal(&mut self) {
+        if self.journal_dirty {
+            self.journal_dirty = false;
+            if let Some(Err(e)) = self.journal.as_ref().map(|j| j.flush()) {
+                tracing::error!("cannot write the affinity journal: {e}");
+            }
+        }
+    }
+
     pub fn tick(&mut self, now_ns: u64) {
         self.now_ns = now_ns;
+        self.sync_journal();
         self.moves_this_interval = 0;
         self.refresh();
         if self.policy.as_ref().is_some_and(|p| !p.is_baseline()) {

@@ -162,7 +162,12 @@ impl HintServer {
 
     /// Take every pending datagram. `manages(tid)` says whether a thread is managed; hints that
     /// pass every check go to `out`.
-    pub fn drain(&mut self, proc: &Proc, manages: impl Fn(u32) -> bool, out: &mut Vec<Received>) {
+    pub fn drain(
+        &mut self,
+        proc: &Proc,
+        mut manages: impl FnMut(u32) -> bool,
+        out: &mut Vec<Received>,
+    ) {
         let mut buf = vec![0u8; MAX_MESSAGE_BYTES + 1];
         while let Some((n, truncated, cred)) = self.recv_one(&mut buf) {
             if truncated || n > MAX_MESSAGE_BYTES {

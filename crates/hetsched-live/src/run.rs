@@ -204,9 +204,11 @@ pub fn run(command: &[String], s: RunSetup) -> Result<RunReport, RunError> {
             engine.remove(tid);
         }
         if !changes.started.is_empty() {
+            changes.sort();
             for f in changes.started.drain(..) {
                 engine.add(f);
             }
+            engine.sync_journal();
             last_start = (sys::process_cpu_s(), Instant::now());
         }
     };
@@ -251,8 +253,20 @@ pub fn run(command: &[String], s: RunSetup) -> Result<RunReport, RunError> {
             apply(&mut changes, &mut engine);
         }
         if ready[1] {
+            // A hint may name a thread younger than what the tracker has seen.
             received.clear();
-            hints.drain(&proc, |t| engine.manages(t), &mut received);
+            hints.drain(
+                &proc,
+                |t| {
+                    engine.manages(t)
+                        || tracker.adopt(t).is_some_and(|f| {
+                            changes.started.push(f);
+                            true
+                        })
+                },
+                &mut received,
+            );
+            apply(&mut changes, &mut engine);
             for r in &received {
                 engine.hint(r.tid, &r.hint);
             }

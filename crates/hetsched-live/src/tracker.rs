@@ -78,6 +78,8 @@ pub struct Found {
     pub start_ticks: u64,
     /// The rule it matched (always 0 for a tree).
     pub group: usize,
+    /// The parent of its process.
+    pub ppid: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -88,12 +90,21 @@ struct ProcEntry {
     listed_threads: u32,
 }
 
-/// What changed since the last call.
+/// What changed since the last call. Threads started are in (process, thread) id order, so a
+/// process's main thread, and usually a creator, comes before what it created
+/// ([`Changes::sort`]).
 #[derive(Debug, Default)]
 pub struct Changes {
     pub started: Vec<Found>,
     /// Thread ids that are gone (exited, or their process left the scope).
     pub exited: Vec<u32>,
+}
+
+impl Changes {
+    /// Order `started` by process, then thread id.
+    pub fn sort(&mut self) {
+        self.started.sort_by_key(|f| (f.pid, f.tid));
+    }
 }
 
 /// The tracker.
@@ -131,11 +142,24 @@ impl Tracker {
         } else {
             None
         };
+        let mut procs = HashMap::new();
+        if let Scope::Tree { root } = scope {
+            if let Some(stat) = proc.process_stat(root) {
+                procs.insert(
+                    root,
+                    ProcEntry {
+                        start_ticks: stat.start_ticks,
+                        group: 0,
+                        listed_threads: u32::MAX,
+                    },
+                );
+            }
+        }
         Tracker {
             proc,
             scope,
             own_pid: std::process::id(),
-            procs: HashMap::new(),
+            procs,
             outside: HashMap::new(),
             threads: HashMap::new(),
             untouchable: HashSet::new(),
@@ -214,11 +238,22 @@ impl Tracker {
                 } => {
                     if let Some(e) = self.procs.get(&child_pid).copied() {
                         self.found_thread(child_pid, child_tid, e.group, changes);
-                    } else if child_pid == child_tid {
-                        if let Some(parent) = self.procs.get(&parent_pid).copied() {
-                            // A child of a managed process joins its parent's group before it
-                            // can exit again unseen.
-                            self.add_process(child_pid, parent.group, changes);
+                    } else if !self.outside.contains_key(&child_pid) {
+                        // A child of a managed process joins its parent's group before it can
+                        // exit again unseen; anything else is looked at once.
+                        let group = match self.procs.get(&parent_pid) {
+                            Some(parent) if child_pid == child_tid => Some(parent.group),
+                            _ => match self.classify(child_pid) {
+                                Some((_, Some(g))) => Some(g),
+                                Some((start, None)) => {
+                                    self.outside.insert(child_pid, start);
+                                    None
+                                }
+                                None => None,
+                            },
+                        };
+                        if let Some(g) = group {
+                            self.add_process(child_pid, g, changes);
                         }
                     }
                 }
@@ -258,6 +293,30 @@ impl Tracker {
         }
     }
 
+    /// A thread of a managed process that the tracker has not seen yet (a hint may arrive before
+    /// the event of the thread's creation): take it in now.
+    pub fn adopt(&mut self, tid: u32) -> Option<Found> {
+        if self.threads.contains_key(&tid) {
+            return None;
+        }
+        let pid = self.proc.tgid_of(tid)?;
+        let mut changes = Changes::default();
+        match self.procs.get(&pid) {
+            Some(e) => {
+                let group = e.group;
+                self.found_thread(pid, tid, group, &mut changes);
+            }
+            // A process of the scope not seen yet (its fork event may be on its way too).
+            None => {
+                if let Some((_, Some(group))) = self.classify(pid) {
+                    self.add_process(pid, group, &mut changes);
+                }
+            }
+        }
+        changes.started.retain(|f| f.tid == tid);
+        changes.started.pop()
+    }
+
     fn found_thread(&mut self, pid: u32, tid: u32, group: usize, changes: &mut Changes) {
         if self.threads.contains_key(&tid) || self.untouchable.contains(&tid) {
             return;
@@ -277,6 +336,7 @@ impl Tracker {
             tid,
             start_ticks: stat.start_ticks,
             group,
+            ppid: stat.ppid,
         };
         changes.started.push(f);
         self.threads.insert(tid, f);
@@ -392,6 +452,7 @@ impl Tracker {
                     tid,
                     start_ticks: stat.start_ticks,
                     group: e.group,
+                    ppid: stat.ppid,
                 };
                 changes.started.push(f);
                 now.insert(tid, f);

@@ -1,7 +1,8 @@
-//! `hetsched-work`: small real programs with known behaviour, for live tests and demos, so they
-//! depend on nothing but this repository. Each does a fixed amount of work (so its run time
-//! measures the speed it was given) and prints one JSON line on stdout at the end:
-//! `{"program": ..., "threads": N, "wall_s": ...}`.
+//! The programs of `hetsched-work`: small real programs with known behaviour, for live tests and
+//! demos, so they depend on nothing but this repository. Each does a fixed amount of work (so its
+//! run time measures the speed it was given) and prints one JSON line on stdout at the end:
+//! `{"program": ..., "threads": N, "wall_s": ...}`. The binary is built by the hetsched-cli
+//! package (beside `hetsched`, so the live tests find both).
 
 use clap::{Args, Parser, Subcommand};
 use std::io::Write;
@@ -186,7 +187,8 @@ fn spawn_workers(
     }
 }
 
-fn main() {
+/// Parse the command line and run the program it names.
+pub fn main() {
     let cli = Cli::parse();
     if let Some(cpu) = cli.common.pin {
         // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays within it.

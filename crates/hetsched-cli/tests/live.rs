@@ -1,0 +1,802 @@
+//! The live backend on this machine's real threads: tracking, pinning as the policy says, restoring
+//! on exit, on SIGTERM and after a crash, threads vanishing mid-decision, the hint socket's checks,
+//! duty-cycle emulation, dry runs, the daemon. They need root (CI runs as root); elsewhere each
+//! test says so and passes without checking anything. They run one at a time: emulation and
+//! pinning change what the others measure.
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const HETSCHED: &str = env!("CARGO_BIN_EXE_hetsched");
+const WORK: &str = env!("CARGO_BIN_EXE_hetsched-work");
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A scratch directory: the state directory and the test's files; threads to kill when the test
+/// ends, however it ends.
+struct Scratch {
+    dir: PathBuf,
+    doomed: Mutex<Vec<u32>>,
+}
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("hs-live-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch {
+            dir,
+            doomed: Mutex::new(Vec::new()),
+        }
+    }
+    /// Kill `tid`'s process when the test ends.
+    fn doom(&self, tid: u32) {
+        self.doomed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(tid);
+    }
+    /// Start `cmd` with stdout and stderr in files (a pipe would stay open in the program's
+    /// descendants, and reading it to the end would wait for them).
+    fn spawn(&self, cmd: &mut Command, name: &str) -> Run {
+        let out = self.path(&format!("{name}.out"));
+        let err = self.path(&format!("{name}.err"));
+        let child = cmd
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        Run { child, out, err }
+    }
+    fn path(&self, f: &str) -> PathBuf {
+        self.dir.join(f)
+    }
+    fn state(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+    /// A machine file for this machine: the first online CPU fast, the rest at half speed.
+    fn machine(&self) -> PathBuf {
+        let n = online_cpus().len();
+        assert!(n >= 2, "the live tests need at least two CPUs");
+        let text = format!(
+            "name = \"test-fast-slow\"\nmemory_latency_ns = 90.0\n\
+             [[classes]]\nname = \"fast\"\ncapacity = 1.0\n\
+             [[classes]]\nname = \"slow\"\ncapacity = 0.5\n\
+             [[cores]]\ncpus = \"0\"\nclass = \"fast\"\n\
+             [[cores]]\ncpus = \"1-{}\"\nclass = \"slow\"\n",
+            n - 1
+        );
+        let p = self.path("machine.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+    fn hetsched(&self) -> Command {
+        let mut c = Command::new(HETSCHED);
+        c.env("HETSCHED_STATE_DIR", self.state());
+        c
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for &t in self.doomed.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            kill(t, libc::SIGKILL);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A started command whose output goes to files.
+struct Run {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Run {
+    fn id(&self) -> u32 {
+        self.child.id()
+    }
+    /// Wait for it; its exit status, stdout and stderr.
+    fn finish(mut self) -> Output {
+        let status = self.child.wait().unwrap();
+        Output {
+            status,
+            stdout: std::fs::read(&self.out).unwrap_or_default(),
+            stderr: std::fs::read(&self.err).unwrap_or_default(),
+        }
+    }
+}
+
+fn online_cpus() -> Vec<u32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let mut v = Vec::new();
+    for part in text.trim().split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => v.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap()),
+            None => v.push(part.parse().unwrap()),
+        }
+    }
+    v
+}
+
+/// A thread's affinity as the kernel reports it (`Cpus_allowed_list`), or `None` when gone.
+fn mask_of(tid: u32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|s| s.trim().to_string())
+}
+
+fn all_cpus_list() -> String {
+    let v = online_cpus();
+    format!("{}-{}", v[0], v[v.len() - 1])
+}
+
+fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Thread ids written by `hetsched-work --tid-file`, once `n` are there.
+fn tids(file: &Path, n: usize) -> Vec<u32> {
+    let mut v = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            v = std::fs::read_to_string(file)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect();
+            v.len() >= n
+        }),
+        "{} never listed {n} threads",
+        file.display()
+    );
+    v
+}
+
+fn json_of(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn kill(pid: u32, sig: i32) {
+    // SAFETY: kill has no memory preconditions.
+    unsafe {
+        libc::kill(pid as i32, sig);
+    }
+}
+
+macro_rules! root_only {
+    () => {
+        if !is_root() {
+            eprintln!("skipped: the live tests need root");
+            return;
+        }
+    };
+}
+
+#[test]
+fn threads_are_pinned_as_the_policy_says_and_restored_when_hetsched_exits() {
+    root_only!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("pin");
+    let tid_file = s.path("tids");
+    // The program (sh) exits after 1.5 s; its background worker outlives it, and hetsched.
+    let script = format!(
+        "{WORK} --tid-file {} int --threads 1 --work 1200 & sleep 1.5",
+        tid_file.display()
+    );
+    let child = s.spawn(
+        s.hetsched()
+            .args([
+                "run",
+                "--policy",
+                "amps",
+                "--interval",
+                "20",
+                "--json",
+                "--machine",
+            ])
+            .arg(s.machine())
+            .args(["--", "sh", "-c", &script]),
+        "run",
+    );
+    let worker = tids(&tid_file, 1)[0];
+    s.doom(worker);
+    let original = all_cpus_list();
+    // AMPS puts the only busy thread on the fast core.
+    assert!(
+        wait_until(Duration::from_secs(5), || mask_of(worker).as_deref()
+            == Some("0")),
+        "worker mask {:?}, expected 0",
+        mask_of(worker)
+    );
+    let out = child.finish();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json_of(&out);
+    // hetsched is gone, the worker still runs: its mask is the original again.
+    assert_eq!(
+        mask_of(worker).as_deref(),
+        Some(original.as_str()),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        report["decisions"]["applied"].as_u64().unwrap() >= 1,
+        "{report}"
+    );
+    assert!(
+        report["restore"]["restored"].as_u64().unwrap() >= 1,
+        "{report}"
+    );
+    assert_eq!(report["exit_code"], 0);
+    let t = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] == worker)
+        .expect("the worker is in the summary");
+    assert!(t["class_s"]["fast"].as_f64().unwrap() > 0.5, "{t}");
+    // No journal is left behind.
+    let left: Vec<_> = std::fs::read_dir(s.state())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("affinity-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    kill(worker, libc::SIGKILL);
+}
+
+#[test]
+fn sigterm_restores_at_once_and_is_passed_to_the_program() {
+    root_only!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("term");
+    let tid_file = s.path("tids");
+    // The program ignores SIGTERM, so hetsched outlives the signal and the test can look.
+    let script = format!(
+        "trap '' TERM; {WORK} --tid-file {} int --threads 1 --work 5000 & wait",
+        tid_file.display()
+    );
+    let child = s.spawn(
+        s.hetsched()
+            .args([
+                "run",
+                "--policy",
+                "amps",
+                "--interval",
+                "20",
+                "--json",
+                "--machine",
+            ])
+            .arg(s.machine())
+            .args(["--", "sh", "-c", &script]),
+        "run",
+    );
+    let worker = tids(&tid_file, 1)[0];
+    s.doom(worker);
+    assert!(wait_until(Duration::from_secs(5), || mask_of(worker)
+        .as_deref()
+        == Some("0")));
+    kill(child.id(), libc::SIGTERM);
+    let original = all_cpus_list();
+    assert!(
+        wait_until(Duration::from_secs(3), || mask_of(worker).as_deref()
+            == Some(original.as_str())),
+        "not restored after SIGTERM: {:?}",
+        mask_of(worker)
+    );
+    // The program is still there (it ignored the signal); end it, and hetsched follows.
+    kill(worker, libc::SIGKILL);
+    let out = child.finish();
+    let report = json_of(&out);
+    assert_eq!(report["stopped_by_signal"], libc::SIGTERM);
+}
+
+#[test]
+fn threads_exiting_mid_decision_cause_no_error() {
+    root_only!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("churn");
+    // With the process events connector, and by polling /proc alone.
+    for mode in ["connector", "polling"] {
+        let mut cmd = s.hetsched();
+        cmd.args([
+            "run",
+            "--policy",
+            "amps",
+            "--interval",
+            "5",
+            "--min-dwell",
+            "0",
+            "--json",
+        ]);
+        if mode == "polling" {
+            cmd.arg("--no-connector");
+        }
+        let out = cmd
+            .arg("--machine")
+            .arg(s.machine())
+            .args([
+                "--",
+                WORK,
+                "churn",
+                "--seconds",
+                "1.5",
+                "--lifetime-ms",
+                "2",
+                "--width",
+                "4",
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{mode}: {stderr}");
+        assert!(
+            !stderr.contains("ERROR") && !stderr.contains("WARN hetsched_live::engine"),
+            "{mode}: {stderr}"
+        );
+        let r = json_of(&out);
+        assert!(r["policy_disabled"].is_null(), "{r}");
+        assert!(
+            r["threads_seen"].as_u64().unwrap() > 50,
+            "{mode}: {}",
+            r["threads_seen"]
+        );
+        assert!(
+            r["decisions"]["placements"].as_u64().unwrap() > 0,
+            "{}",
+            r["decisions"]
+        );
+    }
+}
+
+#[test]
+fn hints_from_foreign_senders_are_rejected_and_malformed_ones_counted() {
+    root_only!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("hints");
+    std::fs::create_dir_all(s.state()).unwrap();
+    // The state directory must let an unprivileged sender reach the socket.
+    use std::os::unix::fs::PermissionsExt;
+    for d in [&s.dir, &s.state()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let tid_file = s.path("tids");
+    // First a program that hints its own threads, then one that waits for foreign hints.
+    let script = format!(
+        "{WORK} share --hint --threads 2 --kib 64 --passes 5000 && \
+         {WORK} --tid-file {} sleepers --threads 2 --seconds 3 --wake-ms 100",
+        tid_file.display()
+    );
+    let child = s.spawn(
+        s.hetsched()
+            .env("HETSCHED_LOG", "hetsched_live=debug")
+            .args([
+                "run",
+                "--policy",
+                "data-sharing",
+                "--json",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ]),
+        "run",
+    );
+    let sleeper = tids(&tid_file, 2)[0];
+    let socket = s.state().join(format!("hint-{}.sock", child.id()));
+    let send = |extra: &[&str]| {
+        let st = Command::new(WORK)
+            .args(["send-hint", "--socket"])
+            .arg(&socket)
+            .args(["--tid", &sleeper.to_string()])
+            .args(extra)
+            .status()
+            .unwrap();
+        assert!(st.success(), "send-hint {extra:?}");
+    };
+    // Let the tracker see the sleepers first.
+    std::thread::sleep(Duration::from_millis(300));
+    send(&["--uid", "65534"]); // nobody, about a thread not its own: rejected
+    send(&[]); // root may hint any managed thread: accepted
+    send(&["--garbage", "7"]); // malformed
+    send(&["--garbage", "5000"]); // oversized: malformed
+    let out = child.finish();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = json_of(&out);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(r["hints"]["rejected"], 1, "{}\n{log}", r["hints"]);
+    assert_eq!(r["hints"]["malformed"], 2, "{}\n{log}", r["hints"]);
+    // Two from the sharing program about its own threads, one from root.
+    assert_eq!(r["hints"]["accepted"], 3, "{}\n{log}", r["hints"]);
+}
+
+#[test]
+fn emulation_slows_the_chosen_core_about_twofold_and_cleans_up() {
+    root_only!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("emulate");
+    let cpus = online_cpus();
+    let slow = *cpus.last().unwrap();
+    let fast = cpus[0];
+    // Refuses to make every core slow, and changes nothing then.
+    let all = format!("{}-{}", cpus[0], slow);
+    let out = s
+        .hetsched()
+        .args(["emulate", "--slow", &all, "--duty", "0.5", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least one must stay fast"));
+    assert!(!s.state().join("emulated.toml").exists());
+
+    let script = format!(
+        "{WORK} --pin {fast} int --work 150; {WORK} --pin {slow} int --work 150; \
+         test -f {}/emulated.toml",
+        s.state().display()
+    );
+    let out = s
+        .hetsched()
+        .args([
+            "emulate",
+            "--slow",
+            &slow.to_string(),
+            "--duty",
+            "0.5",
+            "--json",
+        ])
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The programs' reports went to stderr (stdout carries the JSON).
+    let walls: Vec<f64> = stderr
+        .lines()
+        .filter(|l| l.starts_with("{\"program\""))
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["wall_s"]
+                .as_f64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(walls.len(), 2, "{stderr}");
+    let ratio = walls[1] / walls[0];
+    assert!(
+        (1.6..=2.6).contains(&ratio),
+        "slow/fast = {ratio:.2} ({walls:?})"
+    );
+    let r = json_of(&out);
+    assert_eq!(r["duty"], 0.5);
+    assert!(
+        !s.state().join("emulated.toml").exists(),
+        "the machine file is removed"
+    );
+    // No stealing thread survives: the CPU is as fast as the other again.
+    let t = Instant::now();
+    let st = Command::new(WORK)
+        .args(["--pin", &slow.to_string(), "int", "--work", "150"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let after = t.elapsed().as_secs_f64();
+    assert!(
+        after < walls[1] * 0.8,
+        "after {after:.3} s vs emulated {:.3} s",
+        walls[1]
+    );
+}
+
+#[test]
+fn a_dry_run_changes_nothing() {
+    root_only!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("dry");
+    let tid_file = s.path("tids");
+    let child = s.spawn(
+        s.hetsched()
+            .args([
+                "run",
+                "--dry-run",
+                "--policy",
+                "amps",
+                "--interval",
+                "20",
+                "--json",
+                "--machine",
+            ])
+            .arg(s.machine())
+            .args(["--", WORK, "--tid-file"])
+            .arg(&tid_file)
+            .args(["int", "--threads", "2", "--work", "250"]),
+        "run",
+    );
+    let workers = tids(&tid_file, 2);
+    let original = all_cpus_list();
+    let mut seen = Vec::new();
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(600) {
+        for &w in &workers {
+            if let Some(m) = mask_of(w) {
+                seen.push(m);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = child.finish();
+    assert!(out.status.success());
+    assert!(seen.iter().all(|m| *m == original), "masks seen: {seen:?}");
+    let r = json_of(&out);
+    assert_eq!(r["dry_run"], true);
+    assert!(
+        r["decisions"]["applied"].as_u64().unwrap() >= 1,
+        "the policy did decide: {}",
+        r["decisions"]
+    );
+    assert_eq!(r["restore"]["restored"], 0);
+    assert!(
+        !s.state().exists()
+            || std::fs::read_dir(s.state())
+                .unwrap()
+                .flatten()
+                .all(|e| !e.file_name().to_string_lossy().starts_with("affinity-"))
+    );
+}
+
+#[test]
+fn a_crashed_run_is_restored_at_the_next_start() {
+    root_only!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("crash");
+    let tid_file = s.path("tids");
+    let mut child = s
+        .hetsched()
+        .args(["run", "--policy", "amps", "--interval", "20", "--machine"])
+        .arg(s.machine())
+        .args(["--", WORK, "--tid-file"])
+        .arg(&tid_file)
+        .args(["int", "--threads", "1", "--work", "1500"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let worker = tids(&tid_file, 1)[0];
+    s.doom(worker);
+    assert!(wait_until(Duration::from_secs(5), || mask_of(worker)
+        .as_deref()
+        == Some("0")));
+    // No chance to clean up.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        mask_of(worker).as_deref(),
+        Some("0"),
+        "still pinned after the crash"
+    );
+    let out = s
+        .hetsched()
+        .args(["run", "--json", "--policy", "linux-default", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let r = json_of(&out);
+    // The worker and the program's main thread.
+    assert!(
+        r["recovered"]["restored"].as_u64().unwrap() >= 1,
+        "{}",
+        r["recovered"]
+    );
+    assert_eq!(mask_of(worker).as_deref(), Some(all_cpus_list().as_str()));
+    kill(worker, libc::SIGKILL);
+}
+
+#[test]
+fn every_policy_runs_live_with_the_counters_this_machine_has() {
+    root_only!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("policies");
+    let list = Command::new(HETSCHED)
+        .args(["simulate", "--help"])
+        .output()
+        .unwrap();
+    assert!(list.status.success());
+    for policy in [
+        "linux-default",
+        "amps",
+        "hass",
+        "ipc-driven",
+        "bulldover",
+        "data-sharing",
+        "numa-amp",
+    ] {
+        let out = s
+            .hetsched()
+            .args([
+                "run",
+                "--policy",
+                policy,
+                "--interval",
+                "20",
+                "--json",
+                "--machine",
+            ])
+            .arg(s.machine())
+            .args(["--", WORK, "omp", "--threads", "2", "--phases", "4"])
+            .args(["--parallel-work", "10", "--serial-work", "10"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{policy}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r = json_of(&out);
+        assert!(
+            r["policy_disabled"].is_null(),
+            "{policy}: {}",
+            r["policy_disabled"]
+        );
+        assert_eq!(r["policy"], policy);
+        assert!(
+            r["counters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c == "task-clock")
+                || r["counters"].as_array().unwrap().is_empty()
+        );
+    }
+}
+
+#[test]
+fn the_exit_status_passes_through_and_a_bad_command_is_exit_2() {
+    root_only!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("status");
+    let st = s
+        .hetsched()
+        .args(["run", "--", "sh", "-c", "exit 7"])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(7));
+    let out = s
+        .hetsched()
+        .args(["run", "--", "/no/such/program"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/program"));
+    let out = s
+        .hetsched()
+        .args(["run", "--policy", "nope", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"nope\""));
+}
+
+#[test]
+fn the_daemon_manages_matching_processes_serves_stats_and_metrics_and_restores_on_sigterm() {
+    root_only!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("daemon");
+    let stats = s.path("stats.sock");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = s.path("daemon.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "interval_ms = 20\nhint_socket = \"{}\"\nstats_socket = \"{}\"\nmetrics = \"127.0.0.1:{port}\"\n\
+             [[rule]]\npolicy = \"amps\"\nmatch = {{ comm = \"hetsched-work\" }}\n",
+            s.path("hint.sock").display(),
+            stats.display()
+        ),
+    )
+    .unwrap();
+    let mut daemon = s
+        .hetsched()
+        .args(["daemon", "--config"])
+        .arg(&config)
+        .arg("--machine")
+        .arg(s.machine())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || stats.exists()));
+    // A process the daemon did not start, matching the rule.
+    let tid_file = s.path("tids");
+    let mut worker = Command::new(WORK)
+        .arg("--tid-file")
+        .arg(&tid_file)
+        .args(["int", "--threads", "1", "--work", "1500"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let tid = tids(&tid_file, 1)[0];
+    s.doom(tid);
+    assert!(
+        wait_until(Duration::from_secs(5), || mask_of(tid).as_deref()
+            == Some("0")),
+        "mask {:?}",
+        mask_of(tid)
+    );
+    let out = Command::new(HETSCHED)
+        .args(["stats", "--json", "--socket"])
+        .arg(&stats)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let st = json_of(&out);
+    assert_eq!(st["rules"][0]["policy"], "amps");
+    assert!(
+        st["rules"][0]["threads_live"].as_u64().unwrap() >= 1,
+        "{st}"
+    );
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    conn.read_to_string(&mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.0 200"), "{body}");
+    assert!(
+        body.contains("hetsched_threads{policy=\"amps\",class=\"fast\"}"),
+        "{body}"
+    );
+    assert!(body.trim_end().ends_with("# EOF"), "{body}");
+    assert!(!body.contains(&tid.to_string()), "no series per thread");
+    kill(daemon.id(), libc::SIGTERM);
+    let status = daemon.wait().unwrap();
+    assert!(status.success());
+    assert_eq!(mask_of(tid).as_deref(), Some(all_cpus_list().as_str()));
+    assert!(!stats.exists());
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    let mut err = String::new();
+    daemon
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!err.contains("ERROR"), "{err}");
+}
