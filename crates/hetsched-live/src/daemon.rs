@@ -293,15 +293,18 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
         .hint_socket
         .clone()
         .unwrap_or_else(|| DEFAULT_HINT_SOCKET.into());
-    let mut hints = HintServer::bind(&hint_path)?;
+    let named = |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
+    let mut hints = HintServer::bind(&hint_path)
+        .map_err(named(format!("hint_socket {}", hint_path.display())))?;
     let stats_path = config
         .stats_socket
         .clone()
         .unwrap_or_else(|| DEFAULT_STATS_SOCKET.into());
-    let stats_listener = bind_stats(&stats_path)?;
+    let stats_listener =
+        bind_stats(&stats_path).map_err(named(format!("stats_socket {}", stats_path.display())))?;
     let metrics = match &config.metrics {
         Some(a) => {
-            let l = TcpListener::bind(a)?;
+            let l = TcpListener::bind(a).map_err(named(format!("metrics {a}")))?;
             l.set_nonblocking(true)?;
             Some(l)
         }
