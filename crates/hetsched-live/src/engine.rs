@@ -894,9 +894,16 @@ mod tests {
             1
         }
         fn rebalance(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
-            assert!(!self.panic.load(std::sync::atomic::Ordering::Relaxed), "scripted failure");
+            assert!(
+                !self.panic.load(std::sync::atomic::Ordering::Relaxed),
+                "scripted failure"
+            );
             let core = CoreId(self.core.load(std::sync::atomic::Ordering::Relaxed));
-            for t in view.threads.iter().filter(|t| t.state != ThreadState::Exited) {
+            for t in view
+                .threads
+                .iter()
+                .filter(|t| t.state != ThreadState::Exited)
+            {
                 out.push(Placement::pin(t.id, core));
             }
         }
@@ -937,7 +944,9 @@ mod tests {
     }
 
     fn two_class_machine() -> Topology {
-        let n = crate::discover(std::path::Path::new("/")).topology.num_cores();
+        let n = crate::discover(std::path::Path::new("/"))
+            .topology
+            .num_cores();
         hetsched_core::machine_file::parse_machine(
             &format!(
                 "name = \"t\"\nmemory_latency_ns = 90.0\n[[classes]]\nname = \"fast\"\ncapacity = 1.0\n\
@@ -997,8 +1006,10 @@ mod tests {
     }
 
     fn needs_two_cpus() -> bool {
-        let n = crate::discover(std::path::Path::new("/")).topology.num_cores();
-        n >= 2 && sys::get_affinity(sys::gettid()).map_or(false, |m| m.cpus().count() >= 2)
+        let n = crate::discover(std::path::Path::new("/"))
+            .topology
+            .num_cores();
+        n >= 2 && sys::get_affinity(sys::gettid()).is_ok_and(|m| m.cpus().count() >= 2)
     }
 
     #[test]
@@ -1022,7 +1033,12 @@ mod tests {
         assert_eq!((d.applied, d.held_by_cap), (2, 1), "{d:?}");
         let on = |tid: u32| sys::get_affinity(tid).unwrap().to_list();
         let slow_os = e.cpus.os_cpu(CoreId(1)).to_string();
-        let moved: Vec<u32> = th.tids.iter().copied().filter(|&t| on(t) == slow_os).collect();
+        let moved: Vec<u32> = th
+            .tids
+            .iter()
+            .copied()
+            .filter(|&t| on(t) == slow_os)
+            .collect();
         assert_eq!(moved.len(), 2);
         // Next interval: the third moves; the two moved ones now asked for core 0 are held by
         // their dwell time.
@@ -1038,7 +1054,10 @@ mod tests {
         assert!(th.tids.iter().all(|&t| on(t) == fast_os));
         let summary = e.finish();
         assert_eq!(summary.restore.restored, 3);
-        assert!(th.tids.iter().all(|&t| sys::get_affinity(t).unwrap() == original));
+        assert!(th
+            .tids
+            .iter()
+            .all(|&t| sys::get_affinity(t).unwrap() == original));
         th.end();
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -1061,9 +1080,15 @@ mod tests {
         assert_ne!(sys::get_affinity(th.tids[0]).unwrap(), original);
         panic.store(true, std::sync::atomic::Ordering::Relaxed);
         e.tick(2_000_000);
-        assert!(th.tids.iter().all(|&t| sys::get_affinity(t).unwrap() == original));
+        assert!(th
+            .tids
+            .iter()
+            .all(|&t| sys::get_affinity(t).unwrap() == original));
         let s = e.finish();
-        assert!(s.policy_disabled.as_deref().is_some_and(|m| m.contains("scripted failure")));
+        assert!(s
+            .policy_disabled
+            .as_deref()
+            .is_some_and(|m| m.contains("scripted failure")));
         // Further intervals do nothing.
         th.end();
         let _ = std::fs::remove_dir_all(&dir);
