@@ -365,6 +365,25 @@ mod tests {
     }
 
     #[test]
+    fn blocks_of_coded_sizes_decode_the_same() {
+        // Every size coded in its tag, addresses jumping both ways, all four kinds.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let refs: Vec<Ref> = (0..20_000u64)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                Ref {
+                    kind: Kind::from_code((x % 4) as u8),
+                    addr: if i % 3 == 0 { x } else { x & 0xffff },
+                    size: [1, 2, 4, 8, 16, 32][(x >> 8) as usize % 6],
+                }
+            })
+            .collect();
+        assert_eq!(roundtrip(&refs), refs);
+    }
+
+    #[test]
     fn a_sequential_stream_takes_two_bytes_a_reference() {
         let refs: Vec<Ref> = (0..1000)
             .map(|i| Ref {
