@@ -461,9 +461,11 @@ fn emulation_slows_the_chosen_core_about_twofold_and_cleans_up() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least one must stay fast"));
     assert!(!s.state().join("emulated.toml").exists());
 
+    // Three runs on each CPU, alternating; the fastest of each is the least disturbed by
+    // whatever else the machine does.
+    let one = format!("{WORK} --pin {fast} int --work 100; {WORK} --pin {slow} int --work 100; ");
     let script = format!(
-        "{WORK} --pin {fast} int --work 150; {WORK} --pin {slow} int --work 150; \
-         test -f {}/emulated.toml",
+        "{one}{one}{one}test -f {}/emulated.toml",
         s.state().display()
     );
     let out = s
@@ -491,8 +493,17 @@ fn emulation_slows_the_chosen_core_about_twofold_and_cleans_up() {
                 .unwrap()
         })
         .collect();
-    assert_eq!(walls.len(), 2, "{stderr}");
-    let ratio = walls[1] / walls[0];
+    assert_eq!(walls.len(), 6, "{stderr}");
+    let best = |parity: usize| {
+        walls
+            .iter()
+            .skip(parity)
+            .step_by(2)
+            .copied()
+            .fold(f64::INFINITY, f64::min)
+    };
+    let (on_fast, on_slow) = (best(0), best(1));
+    let ratio = on_slow / on_fast;
     assert!(
         (1.6..=2.6).contains(&ratio),
         "slow/fast = {ratio:.2} ({walls:?})"
@@ -504,18 +515,21 @@ fn emulation_slows_the_chosen_core_about_twofold_and_cleans_up() {
         "the machine file is removed"
     );
     // No stealing thread survives: the CPU is as fast as the other again.
-    let t = Instant::now();
-    let st = Command::new(WORK)
-        .args(["--pin", &slow.to_string(), "int", "--work", "150"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let after = t.elapsed().as_secs_f64();
+    let after = (0..2)
+        .map(|_| {
+            let t = Instant::now();
+            let st = Command::new(WORK)
+                .args(["--pin", &slow.to_string(), "int", "--work", "100"])
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(st.success());
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min);
     assert!(
-        after < walls[1] * 0.8,
-        "after {after:.3} s vs emulated {:.3} s",
-        walls[1]
+        after < on_slow * 0.8,
+        "after {after:.3} s vs emulated {on_slow:.3} s"
     );
 }
 
