@@ -84,6 +84,16 @@ impl Scratch {
         c.env("HETSCHED_STATE_DIR", self.state());
         c
     }
+    /// `hetsched run --policy P --interval 20 --json --machine (the test machine) EXTRA...`;
+    /// the caller adds `-- CMD`.
+    fn run(&self, policy: &str, extra: &[&str]) -> Command {
+        let mut c = self.hetsched();
+        c.args(["run", "--policy", policy, "--interval", "20", "--json"])
+            .args(extra)
+            .arg("--machine")
+            .arg(self.machine());
+        c
+    }
 }
 
 impl Drop for Scratch {
@@ -208,21 +218,7 @@ fn threads_are_pinned_as_the_policy_says_and_restored_when_hetsched_exits() {
         "{WORK} --tid-file {} int --threads 1 --work 1200 & sleep 1.5",
         tid_file.display()
     );
-    let child = s.spawn(
-        s.hetsched()
-            .args([
-                "run",
-                "--policy",
-                "amps",
-                "--interval",
-                "20",
-                "--json",
-                "--machine",
-            ])
-            .arg(s.machine())
-            .args(["--", "sh", "-c", &script]),
-        "run",
-    );
+    let child = s.spawn(s.run("amps", &[]).args(["--", "sh", "-c", &script]), "run");
     let worker = tids(&tid_file, 1)[0];
     s.doom(worker);
     let original = all_cpus_list();
@@ -284,21 +280,7 @@ fn sigterm_restores_at_once_and_is_passed_to_the_program() {
         "trap '' TERM; {WORK} --tid-file {} int --threads 1 --work 5000 & wait",
         tid_file.display()
     );
-    let child = s.spawn(
-        s.hetsched()
-            .args([
-                "run",
-                "--policy",
-                "amps",
-                "--interval",
-                "20",
-                "--json",
-                "--machine",
-            ])
-            .arg(s.machine())
-            .args(["--", "sh", "-c", &script]),
-        "run",
-    );
+    let child = s.spawn(s.run("amps", &[]).args(["--", "sh", "-c", &script]), "run");
     let worker = tids(&tid_file, 1)[0];
     s.doom(worker);
     assert!(wait_until(Duration::from_secs(5), || mask_of(worker)
@@ -540,18 +522,7 @@ fn a_dry_run_changes_nothing() {
     let s = Scratch::new("dry");
     let tid_file = s.path("tids");
     let child = s.spawn(
-        s.hetsched()
-            .args([
-                "run",
-                "--dry-run",
-                "--policy",
-                "amps",
-                "--interval",
-                "20",
-                "--json",
-                "--machine",
-            ])
-            .arg(s.machine())
+        s.run("amps", &["--dry-run"])
             .args(["--", WORK, "--tid-file"])
             .arg(&tid_file)
             .args(["int", "--threads", "2", "--work", "250"]),
@@ -656,17 +627,7 @@ fn every_policy_runs_live_with_the_counters_this_machine_has() {
         "numa-amp",
     ] {
         let out = s
-            .hetsched()
-            .args([
-                "run",
-                "--policy",
-                policy,
-                "--interval",
-                "20",
-                "--json",
-                "--machine",
-            ])
-            .arg(s.machine())
+            .run(policy, &[])
             .args(["--", WORK, "omp", "--threads", "2", "--phases", "4"])
             .args(["--parallel-work", "10", "--serial-work", "10"])
             .output()

@@ -385,17 +385,10 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
             apply_changes(&mut changes, &mut engines);
         }
         if ready[1] {
-            // A hint may name a thread younger than what the tracker has seen.
-            received.clear();
-            hints.drain(
-                &proc,
-                |t| {
-                    engines.iter().any(|r| r.engine.manages(t))
-                        || tracker.adopt(t).is_some_and(|f| {
-                            changes.started.push(f);
-                            true
-                        })
-                },
+            hints.drain_tracked(
+                &mut tracker,
+                |t| engines.iter().any(|r| r.engine.manages(t)),
+                &mut changes,
                 &mut received,
             );
             apply_changes(&mut changes, &mut engines);

@@ -206,6 +206,34 @@ impl HintServer {
     }
 }
 
+impl HintServer {
+    /// [`drain`](Self::drain) for a backend loop: a hint may name a thread of a managed process
+    /// that `tracker` has not seen yet (the thread can send before the event of its creation is
+    /// read); such a thread is taken in on the spot and listed in `changes`, which the caller
+    /// applies before delivering `out`.
+    pub fn drain_tracked(
+        &mut self,
+        tracker: &mut crate::tracker::Tracker,
+        manages: impl Fn(u32) -> bool,
+        changes: &mut crate::tracker::Changes,
+        out: &mut Vec<Received>,
+    ) {
+        out.clear();
+        let proc = tracker.proc().clone();
+        self.drain(
+            &proc,
+            |t| {
+                manages(t)
+                    || tracker.adopt(t).is_some_and(|f| {
+                        changes.started.push(f);
+                        true
+                    })
+            },
+            out,
+        );
+    }
+}
+
 impl Drop for HintServer {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);

@@ -253,17 +253,10 @@ pub fn run(command: &[String], s: RunSetup) -> Result<RunReport, RunError> {
             apply(&mut changes, &mut engine);
         }
         if ready[1] {
-            // A hint may name a thread younger than what the tracker has seen.
-            received.clear();
-            hints.drain(
-                &proc,
-                |t| {
-                    engine.manages(t)
-                        || tracker.adopt(t).is_some_and(|f| {
-                            changes.started.push(f);
-                            true
-                        })
-                },
+            hints.drain_tracked(
+                &mut tracker,
+                |t| engine.manages(t),
+                &mut changes,
                 &mut received,
             );
             apply(&mut changes, &mut engine);

@@ -90,6 +90,16 @@ struct ProcEntry {
     listed_threads: u32,
 }
 
+impl ProcEntry {
+    fn new(start_ticks: u64, group: usize) -> Self {
+        ProcEntry {
+            start_ticks,
+            group,
+            listed_threads: u32::MAX,
+        }
+    }
+}
+
 /// What changed since the last call. Threads started are in (process, thread) id order, so a
 /// process's main thread, and usually a creator, comes before what it created
 /// ([`Changes::sort`]).
@@ -145,14 +155,7 @@ impl Tracker {
         let mut procs = HashMap::new();
         if let Scope::Tree { root } = scope {
             if let Some(stat) = proc.process_stat(root) {
-                procs.insert(
-                    root,
-                    ProcEntry {
-                        start_ticks: stat.start_ticks,
-                        group: 0,
-                        listed_threads: u32::MAX,
-                    },
-                );
+                procs.insert(root, ProcEntry::new(stat.start_ticks, 0));
             }
         }
         Tracker {
@@ -280,14 +283,8 @@ impl Tracker {
         let Some(stat) = self.proc.process_stat(pid) else {
             return;
         };
-        self.procs.insert(
-            pid,
-            ProcEntry {
-                start_ticks: stat.start_ticks,
-                group,
-                listed_threads: u32::MAX,
-            },
-        );
+        self.procs
+            .insert(pid, ProcEntry::new(stat.start_ticks, group));
         for tid in self.proc.tids(pid) {
             self.found_thread(pid, tid, group, changes);
         }
@@ -393,14 +390,7 @@ impl Tracker {
             for pid in pending {
                 match self.classify(pid) {
                     Some((start_ticks, Some(group))) => {
-                        self.procs.insert(
-                            pid,
-                            ProcEntry {
-                                start_ticks,
-                                group,
-                                listed_threads: u32::MAX,
-                            },
-                        );
+                        self.procs.insert(pid, ProcEntry::new(start_ticks, group));
                         progressed = true;
                     }
                     Some((start_ticks, None)) => still.push((pid, start_ticks)),
