@@ -306,3 +306,60 @@ pub fn histogram_svg(h: &hetsched_sim::reproduce::Histogram) -> String {
     );
     svg
 }
+
+/// The policy matrix as a heat map: scenarios down, policies across; each cell coloured by the
+/// mean speedup over linux-default (red below 1, white at 1, green above, saturating at ±30%) and
+/// labelled with it; the spread over seeds in the cell's tooltip.
+pub fn heat_map_svg(m: &hetsched_sim::reproduce::matrix::Matrix) -> String {
+    let (left, top, cw, ch) = (230.0, 90.0, 86.0, 26.0);
+    let w = left + cw * m.policies.len() as f64 + 10.0;
+    let h = top + ch * m.scenarios.len() as f64 + 30.0;
+    let mut svg = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><text x="0" y="14" font-weight="bold">Mean speedup over linux-default (red: slower, green: faster)</text>"#
+    );
+    for (j, p) in m.policies.iter().enumerate() {
+        let x = left + cw * (j as f64 + 0.5);
+        let _ = write!(
+            svg,
+            r#"<text x="{x:.1}" y="{:.1}" text-anchor="start" transform="rotate(-35 {x:.1} {:.1})">{}</text>"#,
+            top - 8.0,
+            top - 8.0,
+            esc(p)
+        );
+    }
+    for (i, (sc, row)) in m.scenarios.iter().zip(&m.cells).enumerate() {
+        let y = top + ch * i as f64;
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            left - 6.0,
+            y + ch * 0.65,
+            esc(sc)
+        );
+        for (j, c) in row.iter().enumerate() {
+            let x = left + cw * j as f64;
+            let t = ((c.mean - 1.0) / 0.3).clamp(-1.0, 1.0);
+            let (r, g, b) = if t < 0.0 {
+                (255.0, 255.0 * (1.0 + t), 255.0 * (1.0 + t))
+            } else {
+                (255.0 * (1.0 - t), 255.0, 255.0 * (1.0 - t))
+            };
+            let _ = write!(
+                svg,
+                r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="rgb({r:.0},{g:.0},{b:.0})" stroke="white"><title>{} on {}: {:.3} ({:.3}-{:.3})</title></rect><text x="{:.1}" y="{:.1}" text-anchor="middle">{:.3}</text>"#,
+                cw - 1.0,
+                ch - 1.0,
+                esc(&m.policies[j]),
+                esc(sc),
+                c.mean,
+                c.min,
+                c.max,
+                x + cw / 2.0,
+                y + ch * 0.65,
+                c.mean
+            );
+        }
+    }
+    svg.push_str("</svg>");
+    svg
+}

@@ -1,7 +1,7 @@
 //! `hetsched reproduce`: the papers' experiments on the simulator, the paper's figure beside ours.
 
 use crate::bad_input;
-use crate::report::{esc, histogram_svg, write_out};
+use crate::report::{esc, heat_map_svg, histogram_svg, write_out};
 use crate::simulate::progress_bar;
 use clap::Args;
 use hetsched_sim::reproduce::{experiments, run_experiment, Experiment};
@@ -78,8 +78,36 @@ fn fmt_value(v: Option<f64>) -> String {
     }
 }
 
+/// A matrix as a grid: scenarios down, policies across, mean speedup in each cell.
+fn matrix_grid(m: &hetsched_sim::reproduce::matrix::Matrix) -> String {
+    let w = m.scenarios.iter().map(|s| s.len()).max().unwrap_or(10);
+    let cw = m.policies.iter().map(|p| p.len()).max().unwrap_or(6).max(6);
+    let mut out = format!("  {:<w$}", "scenario \\ policy");
+    for p in &m.policies {
+        let _ = write!(out, " {p:>cw$}");
+    }
+    out.push('\n');
+    for (sc, row) in m.scenarios.iter().zip(&m.cells) {
+        let _ = write!(out, "  {sc:<w$}");
+        for c in row {
+            let _ = write!(out, " {:>cw$.3}", c.mean);
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// The human table of one experiment.
 pub fn table(e: &Experiment) -> String {
+    if let Some(m) = &e.matrix {
+        return format!(
+            "{} · {}\n  {}\n{}\n",
+            e.experiment,
+            e.paper,
+            e.title,
+            matrix_grid(m)
+        );
+    }
     let mut out = format!(
         "{} · {} · {}\n  {}\n",
         e.experiment,
@@ -136,6 +164,14 @@ fn report(experiments: &[Experiment]) -> String {
             if e.holds { "" } else { "no" },
             if e.holds { "holds" } else { "does not hold" }
         );
+        if let Some(m) = &e.matrix {
+            // The heat map first, then the table of every cell.
+            if let Some(at) = html.rfind("<table>") {
+                html.truncate(at);
+            }
+            html.push_str(&heat_map_svg(m));
+            html.push_str("<table><tr><th>row</th><th>paper</th><th>ours</th><th>unit</th><th>holds</th><th>note</th></tr>");
+        }
         for r in &e.rows {
             let _ = write!(
                 html,

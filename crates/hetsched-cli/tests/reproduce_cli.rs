@@ -82,3 +82,61 @@ fn ipc_driven_json_exits_0_and_lists_beside_hass() {
         .iter()
         .any(|r| r["label"] == "AMD-2,2 HH: IPC-driven speedup vs default"));
 }
+
+#[test]
+fn the_matrix_has_every_policy_on_every_scenario_and_each_paper_wins_at_home() {
+    let dir = std::env::temp_dir().join(format!("hetsched-matrix-{}", std::process::id()));
+    let (code, out, err) = hetsched(&[
+        "reproduce",
+        "matrix",
+        "--json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
+    let m = &v[0]["matrix"];
+    let policies: Vec<&str> = m["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    let scenarios: Vec<&str> = m["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert!(policies.len() >= 7 && scenarios.len() >= 8, "{m}");
+    let cell = |sc: &str, p: &str| {
+        let i = scenarios.iter().position(|s| s.starts_with(sc)).unwrap();
+        let j = policies.iter().position(|x| *x == p).unwrap();
+        m["cells"][i][j]["mean"].as_f64().unwrap()
+    };
+    for sc in &scenarios {
+        assert_eq!(
+            cell(sc, "linux-default"),
+            1.0,
+            "the baseline against itself"
+        );
+    }
+    // Each paper's policy on its paper's main scenario is not slower than the baseline (the
+    // papers' direction; the size of the gain is each reproduction's business).
+    for (sc, p) in [
+        ("AMPS SMP, OpenMP", "amps"),
+        ("HASS", "hass"),
+        ("BulldOver", "bulldover"),
+        ("Pinter", "data-sharing"),
+        ("Ding", "numa-amp"),
+    ] {
+        assert!(cell(sc, p) >= 1.0, "{p} on {sc}: {}", cell(sc, p));
+    }
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let cells = html.matches("<rect").count();
+    assert!(
+        cells >= policies.len() * scenarios.len(),
+        "{cells} cells in the heat map"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

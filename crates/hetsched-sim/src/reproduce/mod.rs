@@ -9,6 +9,7 @@ pub mod amps;
 pub mod bulldover;
 pub mod data_sharing;
 pub mod hass;
+pub mod matrix;
 pub mod numa_amp;
 
 use crate::batch::{run_jobs, Job};
@@ -88,6 +89,9 @@ pub struct Experiment {
     pub holds: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub histograms: Vec<Histogram>,
+    /// Policies by scenarios (`reproduce matrix`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<matrix::Matrix>,
 }
 
 impl Experiment {
@@ -100,6 +104,7 @@ impl Experiment {
             rows,
             holds,
             histograms: Vec::new(),
+            matrix: None,
         }
     }
 }
@@ -112,6 +117,7 @@ pub fn experiments() -> impl Iterator<Item = &'static (&'static str, &'static st
         .chain(bulldover::EXPERIMENTS)
         .chain(data_sharing::EXPERIMENTS)
         .chain(numa_amp::EXPERIMENTS)
+        .chain(matrix::EXPERIMENTS)
 }
 
 /// Run one experiment by name; `progress(done, total, label)` after each simulation.
@@ -124,6 +130,7 @@ pub fn run_experiment(
         .or_else(|| bulldover::run(name, progress))
         .or_else(|| data_sharing::run(name, progress))
         .or_else(|| numa_amp::run(name, progress))
+        .or_else(|| matrix::run(name, progress))
 }
 
 /// A policy by CLI name with options, and the label it is reported under.
