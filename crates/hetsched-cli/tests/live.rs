@@ -84,14 +84,24 @@ impl Scratch {
         c.env("HETSCHED_STATE_DIR", self.state());
         c
     }
-    /// `hetsched run --policy P --interval 20 --json --machine (the test machine) EXTRA...`;
-    /// the caller adds `-- CMD`.
+    /// `hetsched run --policy P --interval 20 --json --strict-placement --machine (the test
+    /// machine) EXTRA...`; the caller adds `-- CMD`. Strict placement makes the masks exactly the
+    /// policy's (widened, a thread the policy puts on the slow CPU may keep running on the fast
+    /// one, and which mask it ends with depends on where the kernel happened to run it).
     fn run(&self, policy: &str, extra: &[&str]) -> Command {
         let mut c = self.hetsched();
-        c.args(["run", "--policy", policy, "--interval", "20", "--json"])
-            .args(extra)
-            .arg("--machine")
-            .arg(self.machine());
+        c.args([
+            "run",
+            "--policy",
+            policy,
+            "--interval",
+            "20",
+            "--json",
+            "--strict-placement",
+        ])
+        .args(extra)
+        .arg("--machine")
+        .arg(self.machine());
         c
     }
 }
@@ -568,7 +578,15 @@ fn a_crashed_run_is_restored_at_the_next_start() {
     let tid_file = s.path("tids");
     let mut child = s
         .hetsched()
-        .args(["run", "--policy", "amps", "--interval", "20", "--machine"])
+        .args([
+            "run",
+            "--policy",
+            "amps",
+            "--interval",
+            "20",
+            "--strict-placement",
+            "--machine",
+        ])
         .arg(s.machine())
         .args(["--", WORK, "--tid-file"])
         .arg(&tid_file)
@@ -698,7 +716,7 @@ fn the_daemon_manages_matching_processes_serves_stats_and_metrics_and_restores_o
     std::fs::write(
         &config,
         format!(
-            "interval_ms = 20\nhint_socket = \"{}\"\nstats_socket = \"{}\"\nmetrics = \"127.0.0.1:{port}\"\n\
+            "interval_ms = 20\nstrict_placement = true\nhint_socket = \"{}\"\nstats_socket = \"{}\"\nmetrics = \"127.0.0.1:{port}\"\n\
              [[rule]]\npolicy = \"amps\"\nmatch = {{ comm = \"hetsched-work\" }}\n",
             s.path("hint.sock").display(),
             stats.display()
