@@ -603,6 +603,13 @@ fn a_crashed_run_is_restored_at_the_next_start() {
     // No chance to clean up.
     child.kill().unwrap();
     child.wait().unwrap();
+    let journal: String = std::fs::read_dir(s.state())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("affinity-"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    eprintln!("journal after the crash: {journal} (worker {worker})");
     assert_eq!(
         mask_of(worker).as_deref(),
         Some("0"),
@@ -621,7 +628,13 @@ fn a_crashed_run_is_restored_at_the_next_start() {
         "{}",
         r["recovered"]
     );
-    assert_eq!(mask_of(worker).as_deref(), Some(all_cpus_list().as_str()));
+    assert_eq!(
+        mask_of(worker).as_deref(),
+        Some(all_cpus_list().as_str()),
+        "recovered {}; {}",
+        r["recovered"],
+        String::from_utf8_lossy(&out.stderr)
+    );
     kill(worker, libc::SIGKILL);
 }
 

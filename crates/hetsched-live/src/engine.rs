@@ -436,7 +436,7 @@ impl Engine {
             self.obs[id.index()].allowed = self.cpus.to_cores(&current).intersection(&self.managed);
             if let Some(j) = self.journal.as_mut() {
                 // Written with the next batch of changes, or at the next interval.
-                j.record(f.tid, f.start_ticks, &original, &current);
+                j.record(f.tid, f.start_ticks, &original, &current, &current);
                 self.journal_dirty = true;
             }
         }
@@ -757,7 +757,13 @@ impl Engine {
         if let Some(j) = self.journal.as_mut() {
             for &(i, mask) in &todo {
                 let s = &self.slots[i];
-                j.record(s.tid, s.start_ticks, &s.original, &mask);
+                j.record(
+                    s.tid,
+                    s.start_ticks,
+                    &s.original,
+                    &s.applied.unwrap_or(s.original),
+                    &mask,
+                );
             }
             if let Err(e) = j.flush() {
                 tracing::error!(

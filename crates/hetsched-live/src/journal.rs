@@ -42,8 +42,12 @@ struct Entry {
     start_ticks: u64,
     /// cpulist before the first change.
     original: String,
-    /// cpulist the backend set last.
+    /// cpulist the backend set last (or is about to set: the entry is written first).
     applied: String,
+    /// cpulist the thread had just before `applied`: a crash between writing the journal and the
+    /// change leaves the thread with this one.
+    #[serde(default)]
+    before: String,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, Default)]
@@ -97,12 +101,21 @@ impl Journal {
         &self.path
     }
 
-    /// Note that thread `tid` goes from `original` (its mask before any change of ours) to
-    /// `applied`. Call [`flush`](Self::flush) before making the change.
-    pub fn record(&mut self, tid: u32, start_ticks: u64, original: &OsMask, applied: &OsMask) {
+    /// Note that thread `tid`, whose mask before any change of ours was `original`, goes from
+    /// `current` to `applied`. Call [`flush`](Self::flush) before making the change.
+    pub fn record(
+        &mut self,
+        tid: u32,
+        start_ticks: u64,
+        original: &OsMask,
+        current: &OsMask,
+        applied: &OsMask,
+    ) {
         match self.index.get(&tid) {
             Some(&i) if self.file.threads[i].start_ticks == start_ticks => {
-                self.file.threads[i].applied = applied.to_list();
+                let e = &mut self.file.threads[i];
+                e.before = current.to_list();
+                e.applied = applied.to_list();
             }
             _ => {
                 self.index.insert(tid, self.file.threads.len());
@@ -111,6 +124,7 @@ impl Journal {
                     start_ticks,
                     original: original.to_list(),
                     applied: applied.to_list(),
+                    before: current.to_list(),
                 });
             }
         }
@@ -154,6 +168,7 @@ impl Journal {
 
 fn restore_entries(entries: &[Entry], proc: &Proc) -> Restored {
     let mut r = Restored::default();
+    let journaled: std::collections::HashSet<u32> = entries.iter().map(|e| e.tid).collect();
     for e in entries {
         // /proc/<tid> resolves any thread id, not only process leaders.
         let same_thread = proc
@@ -169,8 +184,11 @@ fn restore_entries(entries: &[Entry], proc: &Proc) -> Restored {
         ) else {
             continue;
         };
+        // Ours if it has the mask we set, or, after a crash between the journal and the change,
+        // the one it had before.
+        let before = OsMask::parse_list(&e.before);
         match sys::get_affinity(e.tid) {
-            Ok(now) if now != applied => {
+            Ok(now) if now != applied && Some(now) != before => {
                 r.changed_by_others += 1;
                 continue;
             }
@@ -184,6 +202,23 @@ fn restore_entries(entries: &[Entry], proc: &Proc) -> Restored {
             Ok(()) => r.restored += 1,
             Err(SysError::Gone(_)) => r.gone += 1,
             Err(e) => tracing::warn!("restoring affinity: {e}"),
+        }
+        // Threads the process created after this one was moved inherited the mask we set, and
+        // some may never have been seen (created just before a crash, or before the exit): a
+        // thread of the same process, not in the journal, with exactly that mask, gets the
+        // original too. The same rule as the live engine's for inherited masks.
+        let Some(pid) = proc.tgid_of(e.tid) else {
+            continue;
+        };
+        for sib in proc.tids(pid) {
+            if journaled.contains(&sib) || sys::get_affinity(sib).ok() != Some(applied) {
+                continue;
+            }
+            match sys::set_affinity(sib, &original) {
+                Ok(()) => r.restored += 1,
+                Err(SysError::Gone(_)) => {}
+                Err(e) => tracing::warn!("restoring affinity: {e}"),
+            }
         }
     }
     r
@@ -272,6 +307,7 @@ mod tests {
                     start_ticks: start,
                     original: original.to_list(),
                     applied: pinned.to_list(),
+                    before: original.to_list(),
                 },
                 // The id of a live thread with another start time: a reused id.
                 Entry {
@@ -279,6 +315,7 @@ mod tests {
                     start_ticks: start + 12345,
                     original: "0".into(),
                     applied: "0".into(),
+                    before: "0".into(),
                 },
             ],
         };
@@ -308,7 +345,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("hs-journal-live-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let mut j = Journal::create(&dir).unwrap();
-        j.record(1, 1, &OsMask::from_cpus([0]), &OsMask::from_cpus([0]));
+        let m = OsMask::from_cpus([0]);
+        j.record(1, 1, &m, &m, &m);
         j.flush().unwrap();
         let r = recover_stale(&dir, &Proc::default());
         assert_eq!(r, Restored::default());
