@@ -318,25 +318,10 @@ impl Tracker {
         if self.threads.contains_key(&tid) || self.untouchable.contains(&tid) {
             return;
         }
-        let Some(stat) = self.proc.task_stat(pid, tid) else {
-            return;
-        };
-        if stat.is_dead() {
-            return;
+        if let Some(f) = examine(&self.proc, &mut self.untouchable, pid, tid, group) {
+            changes.started.push(f);
+            self.threads.insert(tid, f);
         }
-        if stat.is_untouchable() {
-            self.untouchable.insert(tid);
-            return;
-        }
-        let f = Found {
-            pid,
-            tid,
-            start_ticks: stat.start_ticks,
-            group,
-            ppid: stat.ppid,
-        };
-        changes.started.push(f);
-        self.threads.insert(tid, f);
     }
 
     /// Once an interval: with the connector, every [`FULL_SCAN_EVERY`]th call reconciles (the
@@ -427,25 +412,10 @@ impl Tracker {
                         continue;
                     }
                 }
-                let Some(stat) = self.proc.task_stat(pid, tid) else {
-                    continue; // gone between the listing and the read
-                };
-                if stat.is_dead() {
-                    continue;
+                if let Some(f) = examine(&self.proc, &mut self.untouchable, pid, tid, e.group) {
+                    changes.started.push(f);
+                    now.insert(tid, f);
                 }
-                if stat.is_untouchable() {
-                    self.untouchable.insert(tid);
-                    continue;
-                }
-                let f = Found {
-                    pid,
-                    tid,
-                    start_ticks: stat.start_ticks,
-                    group: e.group,
-                    ppid: stat.ppid,
-                };
-                changes.started.push(f);
-                now.insert(tid, f);
             }
         }
         // Processes whose thread count did not change keep the threads they had.
@@ -464,6 +434,32 @@ impl Tracker {
             .retain(|t| alive.contains(t) || now.contains_key(t));
         self.threads = now;
     }
+}
+
+/// A thread not seen before: `None` when it is gone (between a listing and the read), dead, or
+/// untouchable (then remembered in `untouchable`, so it is never read again).
+fn examine(
+    proc: &Proc,
+    untouchable: &mut HashSet<u32>,
+    pid: u32,
+    tid: u32,
+    group: usize,
+) -> Option<Found> {
+    let stat = proc.task_stat(pid, tid)?;
+    if stat.is_dead() {
+        return None;
+    }
+    if stat.is_untouchable() {
+        untouchable.insert(tid);
+        return None;
+    }
+    Some(Found {
+        pid,
+        tid,
+        start_ticks: stat.start_ticks,
+        group,
+        ppid: stat.ppid,
+    })
 }
 
 #[cfg(test)]
