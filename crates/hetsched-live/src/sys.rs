@@ -29,9 +29,23 @@ fn sys_err(tid: u32) -> SysError {
 #[derive(Clone, Copy)]
 pub struct OsMask(libc::cpu_set_t);
 
+impl OsMask {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: cpu_set_t is plain bits with no padding; viewing it as bytes is sound.
+        unsafe {
+            std::slice::from_raw_parts(
+                (&self.0 as *const libc::cpu_set_t).cast::<u8>(),
+                size_of::<libc::cpu_set_t>(),
+            )
+        }
+    }
+}
+
 impl PartialEq for OsMask {
+    /// The same CPUs: one comparison of the 128 bytes, not 1,024 bit tests (the engine compares
+    /// masks for every thread it adds against the threads it has, and for every placement).
     fn eq(&self, other: &Self) -> bool {
-        (0..libc::CPU_SETSIZE as usize).all(|c| self.contains(c as u32) == other.contains(c as u32))
+        self.bytes() == other.bytes()
     }
 }
 impl Eq for OsMask {}
@@ -243,6 +257,16 @@ mod tests {
         assert_eq!(m.to_list(), "0-2,5,7-8");
         assert!(m.contains(5) && !m.contains(4));
         assert!(OsMask::empty().is_empty());
+    }
+
+    #[test]
+    fn masks_compare_by_their_cpus() {
+        assert_eq!(
+            OsMask::from_cpus([0, 5]),
+            OsMask::parse_list("0,5").unwrap()
+        );
+        assert_ne!(OsMask::from_cpus([0, 5]), OsMask::from_cpus([0, 6]));
+        assert_ne!(OsMask::from_cpus([1023]), OsMask::empty());
     }
 
     #[test]
