@@ -312,12 +312,19 @@ pub fn histogram_svg(h: &hetsched_sim::reproduce::Histogram) -> String {
 /// labelled with it; the spread over seeds in the cell's tooltip.
 pub fn heat_map_svg(m: &hetsched_sim::reproduce::matrix::Matrix) -> String {
     let (left, top, cw, ch) = (230.0, 90.0, 86.0, 26.0);
-    let w = left + cw * m.policies.len() as f64 + 10.0;
+    // The policies, then static-best (grey where it is not computable).
+    let columns: Vec<&str> = m
+        .policies
+        .iter()
+        .map(|p| p.as_str())
+        .chain(["static-best"])
+        .collect();
+    let w = left + cw * columns.len() as f64 + 10.0;
     let h = top + ch * m.scenarios.len() as f64 + 30.0;
     let mut svg = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><text x="0" y="14" font-weight="bold">Mean speedup over linux-default (red: slower, green: faster)</text>"#
     );
-    for (j, p) in m.policies.iter().enumerate() {
+    for (j, p) in columns.iter().enumerate() {
         let x = left + cw * (j as f64 + 0.5);
         let _ = write!(
             svg,
@@ -327,7 +334,7 @@ pub fn heat_map_svg(m: &hetsched_sim::reproduce::matrix::Matrix) -> String {
             esc(p)
         );
     }
-    for (i, (sc, row)) in m.scenarios.iter().zip(&m.cells).enumerate() {
+    for (i, sc) in m.scenarios.iter().enumerate() {
         let y = top + ch * i as f64;
         let _ = write!(
             svg,
@@ -336,8 +343,25 @@ pub fn heat_map_svg(m: &hetsched_sim::reproduce::matrix::Matrix) -> String {
             y + ch * 0.65,
             esc(sc)
         );
-        for (j, c) in row.iter().enumerate() {
+        let cells = m.cells[i]
+            .iter()
+            .map(Some)
+            .chain([m.static_best[i].as_ref()]);
+        for (j, c) in cells.enumerate() {
             let x = left + cw * j as f64;
+            let Some(c) = c else {
+                let _ = write!(
+                    svg,
+                    r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="rgb(225,225,225)" stroke="white"><title>static-best on {}: {}</title></rect><text x="{:.1}" y="{:.1}" text-anchor="middle" fill="gray">n/a</text>"#,
+                    cw - 1.0,
+                    ch - 1.0,
+                    esc(sc),
+                    esc(&m.static_best_note[i]),
+                    x + cw / 2.0,
+                    y + ch * 0.65,
+                );
+                continue;
+            };
             let t = ((c.mean - 1.0) / 0.3).clamp(-1.0, 1.0);
             let (r, g, b) = if t < 0.0 {
                 (255.0, 255.0 * (1.0 + t), 255.0 * (1.0 + t))
@@ -349,7 +373,7 @@ pub fn heat_map_svg(m: &hetsched_sim::reproduce::matrix::Matrix) -> String {
                 r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="rgb({r:.0},{g:.0},{b:.0})" stroke="white"><title>{} on {}: {:.3} ({:.3}-{:.3})</title></rect><text x="{:.1}" y="{:.1}" text-anchor="middle">{:.3}</text>"#,
                 cw - 1.0,
                 ch - 1.0,
-                esc(&m.policies[j]),
+                esc(columns[j]),
                 esc(sc),
                 c.mean,
                 c.min,

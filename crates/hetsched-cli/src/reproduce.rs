@@ -4,7 +4,7 @@ use crate::bad_input;
 use crate::report::{esc, heat_map_svg, histogram_svg, write_out};
 use crate::simulate::progress_bar;
 use clap::Args;
-use hetsched_sim::reproduce::{experiments, run_experiment, Experiment};
+use hetsched_sim::reproduce::{experiments, run_experiment, Experiment, Row};
 use std::fmt::Write;
 use std::path::PathBuf;
 
@@ -86,11 +86,20 @@ fn matrix_grid(m: &hetsched_sim::reproduce::matrix::Matrix) -> String {
     for p in &m.policies {
         let _ = write!(out, " {p:>cw$}");
     }
+    let _ = write!(out, " {:>cw$}", "static-best");
     out.push('\n');
-    for (sc, row) in m.scenarios.iter().zip(&m.cells) {
+    for ((sc, row), best) in m.scenarios.iter().zip(&m.cells).zip(&m.static_best) {
         let _ = write!(out, "  {sc:<w$}");
         for c in row {
             let _ = write!(out, " {:>cw$.3}", c.mean);
+        }
+        match best {
+            Some(b) => {
+                let _ = write!(out, " {:>cw$.3}", b.mean);
+            }
+            None => {
+                let _ = write!(out, " {:>cw$}", "-");
+            }
         }
         out.push('\n');
     }
@@ -99,15 +108,6 @@ fn matrix_grid(m: &hetsched_sim::reproduce::matrix::Matrix) -> String {
 
 /// The human table of one experiment.
 pub fn table(e: &Experiment) -> String {
-    if let Some(m) = &e.matrix {
-        return format!(
-            "{} · {}\n  {}\n{}\n",
-            e.experiment,
-            e.paper,
-            e.title,
-            matrix_grid(m)
-        );
-    }
     let mut out = format!(
         "{} · {} · {}\n  {}\n",
         e.experiment,
@@ -115,8 +115,20 @@ pub fn table(e: &Experiment) -> String {
         if e.holds { "holds" } else { "DOES NOT HOLD" },
         e.title
     );
-    let w = e
-        .rows
+    // A matrix shows its grid; below it only the rows that check something (every cell is in the
+    // grid, and in the JSON).
+    let rows: Vec<&Row> = match &e.matrix {
+        Some(m) => {
+            out.push_str(&matrix_grid(m));
+            out.push('\n');
+            e.rows.iter().filter(|r| r.holds.is_some()).collect()
+        }
+        None => e.rows.iter().collect(),
+    };
+    if rows.is_empty() {
+        return out;
+    }
+    let w = rows
         .iter()
         .map(|r| r.label.len())
         .max()
@@ -127,7 +139,7 @@ pub fn table(e: &Experiment) -> String {
         "  {:<w$} {:>10} {:>10} {:<10} {:<6} note",
         "row", "paper", "ours", "unit", "holds"
     );
-    for r in &e.rows {
+    for r in rows {
         let _ = writeln!(
             out,
             "  {:<w$} {:>10} {:>10} {:<10} {:<6} {}",

@@ -30,6 +30,10 @@ pub const WORKLOAD_PRESETS: &[(&str, &str)] = &[
     ("jbb-like", include_str!("../presets/jbb-like.toml")),
     ("ogg-like", include_str!("../presets/ogg-like.toml")),
     ("hass-hh-like", include_str!("../presets/hass-hh-like.toml")),
+    (
+        "hass-hh-memory-first-like",
+        include_str!("../presets/hass-hh-memory-first-like.toml"),
+    ),
     ("hass-mh-like", include_str!("../presets/hass-mh-like.toml")),
     ("hass-lh-like", include_str!("../presets/hass-lh-like.toml")),
     ("art-like", include_str!("../presets/art-like.toml")),
@@ -139,6 +143,7 @@ mod tests {
         let topo = machine_preset("hass-amd-2-2").unwrap().unwrap();
         for mix in [
             "hass-hh-like",
+            "hass-hh-memory-first-like",
             "hass-mh-like",
             "hass-lh-like",
             "bulldover-hmmer-povray-like",

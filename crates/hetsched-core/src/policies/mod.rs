@@ -7,6 +7,7 @@ pub mod data_sharing;
 #[cfg(test)]
 mod fixture;
 pub mod hass;
+pub mod hetsched;
 pub mod ipc_driven;
 pub mod linux_default;
 pub mod numa_amp;
@@ -44,6 +45,10 @@ pub const POLICIES: &[(&str, &str)] = &[
     (
         "numa-amp",
         "NUMA-aware AMP scheduler (Ding et al.): whole processes to fast cores by an online speedup factor, contention-heavy ones scattered over NUMA domains with their pages",
+    ),
+    (
+        "hetsched",
+        "all five combined: data-fragment groups (Pinter), whole processes and NUMA domains (Ding), AMPS balance with benefit swaps (HASS), FPU spreading (BulldOver), each where it applies",
     ),
 ];
 
@@ -90,6 +95,12 @@ pub fn policy_with_options(name: &str, options: &PolicyOptions) -> Option<Box<dy
                     .interval_ns
                     .unwrap_or(bulldover::BULLDOVER_PERIOD_NS),
                 ..Default::default()
+            },
+        ))),
+        "hetsched" => Some(Box::new(hetsched::Hetsched::new(
+            hetsched::HetschedConfig {
+                numa: options.numa,
+                interval_ns: options.interval_ns,
             },
         ))),
         _ => None,

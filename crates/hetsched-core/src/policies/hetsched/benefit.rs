@@ -1,0 +1,247 @@
+//! How much a thread gains from a faster core, and the swaps that give the fast cores to the threads
+//! that gain most (the HASS and Ding observation that memory-bound threads gain least), with the
+//! hysteresis the IPC-driven algorithm lacks.
+//!
+//! The estimate is the ratio of a thread's time on the slowest class to its time on the fastest,
+//! for the same instructions:
+//! - **from a signature** (HASS section 3, [`estimated_ns`]): execution at a fixed CPI plus the
+//!   signature's misses at each class's LLC times the memory latency;
+//! - **from online counters** otherwise (the same model, HASS section 3, fed with what the thread
+//!   did over the last period): its CPU time splits into stall time, LLC misses times the memory
+//!   latency of the node it ran on, and compute time, the rest. Compute time scales with the clock
+//!   and the pipeline's CPI factor; stall time does not (Ding et al. equation 1's premise: a thread
+//!   bound by memory gains little from a faster core). A machine without LLC-miss counters shows
+//!   no stall, so every thread gains alike and nothing is swapped: AMPS's balance alone decides.
+//!
+//! A swap exchanges the cores of a thread on a faster core and a thread on a slower one, so the
+//! run-queue lengths, and with them the AMPS balance, stay as they were. It happens only when the
+//! slow thread's estimate exceeds the fast thread's by [`SWAP_MARGIN`], both estimates smoothed
+//! over periods ([`BENEFIT_WEIGHT`]) and both threads settled on their cores for
+//! [`MIN_DWELL_NS`]: HASS section 6 found the IPC-driven algorithm's swaps on noisy, phase-changing
+//! ratios cost more than they won; a margin and a dwell time make a swap need a sustained
+//! difference.
+
+use crate::ids::{CoreId, ThreadId};
+use crate::observe::{Counters, ThreadObs, ThreadState, View};
+use crate::policies::amps::numa::{self, NumaMode};
+use crate::policies::hass::estimate::{estimated_ns, ClassModel};
+use crate::policy::{PageMove, Placement};
+use crate::signature::Signature;
+use crate::topology::Topology;
+
+/// How often estimates are updated and swaps considered, ns (ours: ten of AMPS's 4 ms balances
+/// would see phase noise; Ding's 1 s reacts to a phase change late; 100 ms is Linux's order for
+/// such sampling, see `numa-amp`'s profiling period).
+pub const BENEFIT_PERIOD_NS: u64 = 100_000_000;
+
+/// Weight of the newest period in a thread's smoothed estimate (ours): about two periods of memory.
+pub const BENEFIT_WEIGHT: f64 = 0.5;
+
+/// How much larger the slow thread's estimate must be than the fast thread's for a swap (ours):
+/// the two threads' estimates must differ by 10%, well over the few percent a steady thread's
+/// estimate moves between periods.
+pub const SWAP_MARGIN: f64 = 0.10;
+
+/// How long both threads of a swap must have stayed on their cores, ns (ours): three estimate
+/// periods, so a thread that was just moved is judged on its new core before it moves again.
+pub const MIN_DWELL_NS: u64 = 3 * BENEFIT_PERIOD_NS;
+
+/// A thread's speedup on a core of class `fast` over one of class `slow`, from its signature
+/// (HASS section 3).
+pub fn signature_benefit(sig: &Signature, fast: &ClassModel, slow: &ClassModel) -> f64 {
+    estimated_ns(sig, slow) / estimated_ns(sig, fast)
+}
+
+/// A thread's speedup on class `fast` over class `slow` from what it did over one period on a core
+/// of class `ran`: `d` its counter differences, `latency_ns` the memory latency it saw. `None` when
+/// it did not run.
+pub fn counter_benefit(
+    d: &Counters,
+    latency_ns: f64,
+    ran: &ClassModel,
+    fast: &ClassModel,
+    slow: &ClassModel,
+) -> Option<f64> {
+    let cpu_ns = d.cpu_time_ns;
+    if cpu_ns <= 0.0 {
+        return None;
+    }
+    let stall = (d.llc_misses.max(0.0) * latency_ns).min(cpu_ns);
+    let compute = cpu_ns - stall;
+    // Compute time on class k: the same cycles at k's clock, times k's CPI over the class it ran on.
+    let on = |k: &ClassModel| compute * (ran.ghz / k.ghz) * (k.cpi_factor / ran.cpi_factor) + stall;
+    let t_fast = on(fast);
+    (t_fast > 0.0).then(|| on(slow) / t_fast)
+}
+
+#[derive(Clone, Debug, Default)]
+struct Tracked {
+    last: Counters,
+    /// Smoothed estimate, once measured.
+    estimate: Option<f64>,
+    /// The core it was on at the last look, and since when.
+    core: Option<CoreId>,
+    since_ns: u64,
+}
+
+/// Estimates per thread and the swap decision.
+#[derive(Clone, Debug, Default)]
+pub struct Benefit {
+    classes: Vec<ClassModel>,
+    fastest: usize,
+    slowest: usize,
+    threads: Vec<Tracked>,
+    next_ns: u64,
+}
+
+impl Benefit {
+    fn learn(&mut self, topo: &Topology) {
+        if !self.classes.is_empty() {
+            return;
+        }
+        self.classes = ClassModel::of_machine(topo);
+        let by_speed = topo.classes_by_speed();
+        self.fastest = by_speed[0].index();
+        self.slowest = by_speed.last().expect("a machine has a class").index();
+    }
+
+    /// The smoothed estimate of a thread, once it has one.
+    pub fn estimate(&self, t: ThreadId) -> Option<f64> {
+        self.threads.get(t.index()).and_then(|x| x.estimate)
+    }
+
+    /// Whether a period has passed since the last update.
+    pub fn due(&self, now_ns: u64) -> bool {
+        now_ns >= self.next_ns
+    }
+
+    /// Fold the last period of every thread `owned` accepts into its estimate.
+    pub fn observe(&mut self, view: &View<'_>, owned: impl Fn(&ThreadObs) -> bool) {
+        self.learn(view.topology);
+        self.next_ns = view.now_ns + BENEFIT_PERIOD_NS;
+        if self.threads.len() < view.threads.len() {
+            self.threads.resize(view.threads.len(), Tracked::default());
+        }
+        let topo = view.topology;
+        let fast = &self.classes[self.fastest];
+        let slow = &self.classes[self.slowest];
+        for (t, x) in view.threads.iter().zip(self.threads.iter_mut()) {
+            if t.state == ThreadState::Exited {
+                continue;
+            }
+            let d = t.counters.since(&x.last);
+            x.last = t.counters;
+            if t.cpu != x.core {
+                x.core = t.cpu;
+                x.since_ns = view.now_ns;
+            }
+            if !owned(t) {
+                continue;
+            }
+            let now = match (&t.signature, t.cpu) {
+                (Some(sig), _) => Some(signature_benefit(sig, fast, slow)),
+                (None, Some(c)) => {
+                    let ran = &self.classes[topo.core(c).class.index()];
+                    let latency = topo.latency_ns(c, topo.node_of(c));
+                    counter_benefit(&d, latency, ran, fast, slow)
+                }
+                (None, None) => None,
+            };
+            if let Some(b) = now {
+                x.estimate = Some(match x.estimate {
+                    Some(e) if t.signature.is_none() => e + BENEFIT_WEIGHT * (b - e),
+                    _ => b,
+                });
+            }
+        }
+    }
+
+    /// Swap threads pinned to faster cores that gain less with threads pinned to slower cores that
+    /// gain more (module doc), among the threads `owned` accepts. A move across nodes must pass
+    /// AMPS's overhead prediction (`rss`, AMPS section 2.4.2), unless the thread is its process's
+    /// only one (`alone`): then its pages follow it (Ding et al. section 3.3.2's sticky pages, a
+    /// [`PageMove`] to its new node), and what would have made the move costly moves with it.
+    pub fn swaps(
+        &mut self,
+        view: &View<'_>,
+        owned: impl Fn(&ThreadObs) -> bool,
+        alone: impl Fn(&ThreadObs) -> bool,
+        out: &mut Vec<Placement>,
+        pages: &mut Vec<PageMove>,
+    ) {
+        let topo = view.topology;
+        let speed = |c: CoreId| topo.class_of(c).capacity;
+        let settled = |t: &ThreadObs| -> Option<(f64, CoreId)> {
+            let c = t.cpu?;
+            let x = self.threads.get(t.id.index())?;
+            let pinned = t.allowed.len() == 1 && t.allowed.contains(c);
+            let runs = matches!(t.state, ThreadState::Running | ThreadState::Runnable);
+            let dwelt = x.core == Some(c) && view.now_ns >= x.since_ns + MIN_DWELL_NS;
+            (pinned && runs && dwelt && owned(t)).then_some((x.estimate?, c))
+        };
+        let mut candidates: Vec<(f64, CoreId, ThreadId)> = view
+            .threads
+            .iter()
+            .filter_map(|t| settled(t).map(|(b, c)| (b, c, t.id)))
+            .collect();
+        if candidates.len() < 2 {
+            return;
+        }
+        let top = candidates.iter().map(|x| speed(x.1)).fold(0.0, f64::max);
+        // Threads on the fastest cores, least gain first; threads on slower cores, most gain first.
+        let mut on_fast: Vec<(f64, CoreId, ThreadId)> = Vec::new();
+        candidates.retain(|&x| {
+            let fast = (speed(x.1) - top).abs() < 1e-9;
+            if fast {
+                on_fast.push(x);
+            }
+            !fast
+        });
+        on_fast.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
+        candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)));
+        for (&(bf, cf, tf), &(bs, cs, ts)) in on_fast.iter().zip(&candidates) {
+            if bs <= bf * (1.0 + SWAP_MARGIN) {
+                break;
+            }
+            let (of, os) = (view.thread(tf), view.thread(ts));
+            let cheap = |t: &ThreadObs, from: CoreId, to: CoreId| {
+                numa::running_move_allowed(NumaMode::Rss, topo, &t.resident_bytes, false, from, to)
+            };
+            let fits = of.user_allowed.contains(cs) && os.user_allowed.contains(cf);
+            if !fits || !(cheap(of, cf, cs) || alone(of)) || !(cheap(os, cs, cf) || alone(os)) {
+                continue;
+            }
+            out.push(Placement::pin(tf, cs));
+            out.push(Placement::pin(ts, cf));
+            for (t, from, to) in [(of, cf, cs), (os, cs, cf)] {
+                let (a, b) = (topo.node_of(from), topo.node_of(to));
+                let elsewhere: u64 = t
+                    .resident_bytes
+                    .iter()
+                    .enumerate()
+                    .filter(|&(n, _)| n != b.index())
+                    .map(|(_, &x)| x)
+                    .sum();
+                if a != b && elsewhere > 0 && alone(t) {
+                    pages.push(PageMove {
+                        app: t.app,
+                        to: b,
+                        max_bytes: elsewhere,
+                    });
+                }
+            }
+            for (t, c) in [(tf, cs), (ts, cf)] {
+                let x = &mut self.threads[t.index()];
+                x.core = Some(c);
+                x.since_ns = view.now_ns;
+            }
+        }
+    }
+
+    /// Forget a thread (it exited or another part of the policy took it).
+    pub fn forget(&mut self, t: ThreadId) {
+        if let Some(x) = self.threads.get_mut(t.index()) {
+            x.estimate = None;
+        }
+    }
+}

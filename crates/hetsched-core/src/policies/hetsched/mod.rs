@@ -1,0 +1,473 @@
+//! `hetsched`: one policy that uses what each paper knows, each where it applies.
+//!
+//! The papers' policies each see one concern and ignore the others; run alone, each loses where
+//! another's concern dominates (the `reproduce matrix` table in `docs/policies.md`). This policy
+//! gives every thread to the *part* that answers its situation, and the parts share the machine's
+//! load through the run-queue lengths every part observes.
+//!
+//! | part        | whose threads                                              | from                 |
+//! |-------------|------------------------------------------------------------|----------------------|
+//! | `fragments` | threads whose application names their data fragment        | Pinter section 4.1   |
+//! | `processes` | threads of multi-threaded processes, when two or more such processes share an asymmetric or multi-node machine | Ding et al. section 3.3 |
+//! | `amps`      | every other thread on an asymmetric machine                | AMPS sections 2.2-2.4, plus HASS/Ding benefit swaps |
+//! | `fpu`       | every other thread on a one-speed machine with shared FPUs | BulldOver section 5  |
+//! | `backend`   | everything else: no placement, the backend balances        | (Linux)              |
+//!
+//! Why these boundaries:
+//! - **Data fragments first.** A hint is the application's own statement of sharing, stronger than
+//!   any counter: threads of one fragment run on one CPU in succession (Pinter), whatever else
+//!   holds.
+//! - **Processes whole, when there is a choice among processes** (Ding Fig. 5): a barrier-
+//!   synchronised process split across fast and slow cores runs at the pace of its slow threads,
+//!   and memory-heavy processes that share an LLC or a node's memory degrade each other
+//!   (equations 3-6). So when two or more multi-threaded processes compete, each runs whole on the
+//!   fast or the slow side, ranked by its online speedup factor, and the slow ones are scattered
+//!   over NUMA domains with their sticky pages. With one multi-threaded process there is nothing to
+//!   rank: it cannot be whole on the fast cores without idling the slow ones, and AMPS's
+//!   capacity-proportional balance of its threads is what wins (AMPS section 4.2, OpenMP).
+//! - **Threads by AMPS, ranked by benefit**: single-threaded processes and lone multi-threaded
+//!   ones get AMPS's scaled-load balance, faster-core-first and its NUMA migration rule. On top,
+//!   the fast cores go to the threads that gain most from them ([`benefit`]: HASS's signature
+//!   estimate when a signature is known, the same model fed by online counters otherwise), by swaps
+//!   that keep AMPS's balance, with a margin and a dwell time against the IPC-driven algorithm's
+//!   thrashing, and across nodes only where AMPS's overhead prediction allows.
+//! - **Shared FPUs on one-speed machines** (BulldOver): with one core type, capacity balance has
+//!   nothing to add to the backend's; the co-location cost that remains is the shared FPU, so the
+//!   most FP-intensive threads are bound one per module and the rest left to the backend.
+//!
+//! Each part is the paper's policy itself ([`Amps`], [`NumaAmp`], [`Bulldover`], [`DataSharing`]),
+//! run on a view in which the threads of the other parts have exited (it sees their load on the
+//! cores, not the threads). A thread that changes part (its process gains a second thread, a hint
+//! arrives) leaves the old part as if it had exited and enters the new one as if it had started.
+//! Every part keeps its own period. The parts degrade as their signals do: without counters the
+//! benefit swaps and the FPU part see no difference between threads and place nothing extra
+//! ([`Policy::needs`] lists every signal the parts use).
+
+pub mod benefit;
+#[cfg(test)]
+mod tests;
+
+use crate::cpuset::CpuSet;
+use crate::ids::{AppId, CoreId, ThreadId};
+use crate::observe::{ThreadObs, ThreadState, View};
+use crate::policies::amps::{Amps, AmpsConfig, NumaMode, AMPS_BALANCE_PERIOD_NS};
+use crate::policies::bulldover::{Bulldover, BulldoverConfig, BULLDOVER_PERIOD_NS};
+use crate::policies::data_sharing::{DataSharing, DS_BALANCE_PERIOD_NS};
+use crate::policies::numa_amp::{NumaAmp, NumaAmpConfig, PROFILE_PERIOD_NS};
+use crate::policy::{Hint, PageMove, Placement, Policy, Signal};
+use crate::topology::Topology;
+use benefit::Benefit;
+use std::collections::HashMap;
+
+/// The part of the policy that places a thread (module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Part {
+    Backend,
+    Amps,
+    Processes,
+    Fpu,
+    Fragments,
+}
+
+impl Part {
+    const ALL: [Part; 5] = [
+        Part::Backend,
+        Part::Amps,
+        Part::Processes,
+        Part::Fpu,
+        Part::Fragments,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Backend => "backend",
+            Part::Amps => "amps",
+            Part::Processes => "processes",
+            Part::Fpu => "fpu",
+            Part::Fragments => "fragments",
+        }
+    }
+}
+
+/// What decides the parts: the machine's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// More than one core speed.
+    pub asymmetric: bool,
+    /// More than one NUMA node.
+    pub numa: bool,
+    /// Modules whose cores share an FPU.
+    pub shared_fpu: bool,
+}
+
+impl Shape {
+    pub fn of(topo: &Topology) -> Shape {
+        Shape {
+            asymmetric: topo.is_asymmetric(),
+            numa: topo.nodes().len() > 1,
+            shared_fpu: topo
+                .modules()
+                .iter()
+                .any(|m| m.shares_fpu && m.cores.len() > 1),
+        }
+    }
+}
+
+/// The part for a live thread: `app_threads` live threads in its process, `grouped_apps` live
+/// processes with two threads or more (module doc's table).
+pub fn part_for(shape: Shape, t: &ThreadObs, app_threads: u32, grouped_apps: u32) -> Part {
+    if t.data_fragment.is_some() {
+        return Part::Fragments;
+    }
+    let whole_process = app_threads >= 2 && grouped_apps >= 2 && (shape.asymmetric || shape.numa);
+    if whole_process {
+        Part::Processes
+    } else if shape.asymmetric && app_threads >= 2 {
+        Part::Backend
+    } else if shape.asymmetric {
+        Part::Amps
+    } else if shape.shared_fpu {
+        Part::Fpu
+    } else {
+        Part::Backend
+    }
+}
+
+/// Settings.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HetschedConfig {
+    /// AMPS's running-thread migration policy; `None`: the paper's default for the machine.
+    pub numa: Option<NumaMode>,
+    /// Sampling period of the counter-driven parts (processes, FPU); `None`: the papers' 1 s.
+    pub interval_ns: Option<u64>,
+}
+
+/// The `hetsched` policy.
+pub struct Hetsched {
+    amps: Amps,
+    processes: NumaAmp,
+    fpu: Bulldover,
+    fragments: DataSharing,
+    benefit: Benefit,
+    shape: Option<Shape>,
+    /// Per thread: its part while it lives.
+    part: Vec<Option<Part>>,
+    /// Live threads per part.
+    count: [usize; 5],
+    /// When each part is next due.
+    due: [u64; 5],
+    periods: [u64; 5],
+    /// The view a part sees: the other parts' threads marked exited.
+    masked: Vec<ThreadObs>,
+    /// Pages that follow a swapped thread to its new node.
+    page_moves: Vec<PageMove>,
+    notice: Option<String>,
+}
+
+impl Hetsched {
+    pub fn new(cfg: HetschedConfig) -> Self {
+        let slow_period = cfg.interval_ns;
+        Hetsched {
+            amps: Amps::new(AmpsConfig {
+                numa: cfg.numa,
+                ..Default::default()
+            }),
+            processes: NumaAmp::new(NumaAmpConfig {
+                period_ns: slow_period.unwrap_or(PROFILE_PERIOD_NS),
+                ..Default::default()
+            }),
+            fpu: Bulldover::new(BulldoverConfig {
+                period_ns: slow_period.unwrap_or(BULLDOVER_PERIOD_NS),
+                ..Default::default()
+            }),
+            fragments: DataSharing::new(),
+            benefit: Benefit::default(),
+            shape: None,
+            part: Vec::new(),
+            count: [0; 5],
+            due: [0; 5],
+            periods: [
+                u64::MAX,
+                AMPS_BALANCE_PERIOD_NS,
+                slow_period.unwrap_or(PROFILE_PERIOD_NS),
+                slow_period.unwrap_or(BULLDOVER_PERIOD_NS),
+                DS_BALANCE_PERIOD_NS,
+            ],
+            masked: Vec::new(),
+            page_moves: Vec::new(),
+            notice: None,
+        }
+    }
+
+    /// The part that places a thread now.
+    pub fn part_of(&self, t: ThreadId) -> Option<Part> {
+        self.part.get(t.index()).copied().flatten()
+    }
+
+    /// The benefit estimate of a thread (a fast core's speedup over a slow one), once measured.
+    pub fn benefit_of(&self, t: ThreadId) -> Option<f64> {
+        self.benefit.estimate(t)
+    }
+
+    fn learn(&mut self, topo: &Topology) -> Shape {
+        if let Some(s) = self.shape {
+            return s;
+        }
+        let s = Shape::of(topo);
+        self.shape = Some(s);
+        if !s.asymmetric && !s.numa && !s.shared_fpu {
+            self.notice = Some(format!(
+                "hetsched: {} has one core type, one NUMA node and no shared FPU; it places only \
+                 threads whose application names their data fragment",
+                topo.name()
+            ));
+        }
+        s
+    }
+
+    /// Run `f` on `which`'s policy with a view of its threads only.
+    fn with_part<R>(
+        &mut self,
+        view: &View<'_>,
+        which: Part,
+        f: impl FnOnce(&mut dyn Policy, &View<'_>) -> R,
+    ) -> Option<R> {
+        let Hetsched {
+            amps,
+            processes,
+            fpu,
+            fragments,
+            masked,
+            part,
+            count,
+            ..
+        } = self;
+        let policy: &mut dyn Policy = match which {
+            Part::Backend => return None,
+            Part::Amps => amps,
+            Part::Processes => processes,
+            Part::Fpu => fpu,
+            Part::Fragments => fragments,
+        };
+        let live: usize = count.iter().sum();
+        if count[which.index()] == live {
+            return Some(f(policy, view));
+        }
+        if masked.len() > view.threads.len() {
+            masked.truncate(view.threads.len());
+        }
+        for (i, t) in view.threads.iter().enumerate() {
+            if i < masked.len() {
+                masked[i].clone_from(t);
+            } else {
+                masked.push(t.clone());
+            }
+            if part.get(i).copied().flatten() != Some(which) {
+                masked[i].state = ThreadState::Exited;
+            }
+        }
+        let v = View {
+            threads: masked,
+            ..*view
+        };
+        Some(f(policy, &v))
+    }
+
+    /// Thread `t` leaves its part (it exited, or moves to another part).
+    fn release(&mut self, view: &View<'_>, t: ThreadId) {
+        let Some(old) = self.part.get_mut(t.index()).and_then(|p| p.take()) else {
+            return;
+        };
+        self.count[old.index()] -= 1;
+        match old {
+            Part::Backend => {}
+            Part::Amps => {
+                self.amps.on_thread_exit(view, t);
+                self.benefit.forget(t);
+            }
+            Part::Processes => self.processes.on_thread_exit(view, t),
+            Part::Fpu => self.fpu.on_thread_exit(view, t),
+            Part::Fragments => self.fragments.on_thread_exit(view, t),
+        }
+    }
+
+    /// Thread `t` enters part `p`; the mask it should have, if the part says.
+    fn enter(&mut self, view: &View<'_>, t: ThreadId, p: Part) -> Option<CpuSet> {
+        if self.part.len() <= t.index() {
+            self.part.resize(t.index() + 1, None);
+        }
+        self.part[t.index()] = Some(p);
+        self.count[p.index()] += 1;
+        match p {
+            Part::Backend => Some(view.thread(t).user_allowed.clone()),
+            _ => self
+                .with_part(view, p, |pol, v| pol.on_thread_start(v, t))
+                .flatten(),
+        }
+    }
+
+    /// Live threads per process and the number of processes with two or more.
+    fn process_counts(view: &View<'_>) -> (HashMap<AppId, u32>, u32) {
+        let mut per_app: HashMap<AppId, u32> = HashMap::new();
+        for t in view.threads {
+            if t.state != ThreadState::Exited {
+                *per_app.entry(t.app).or_insert(0) += 1;
+            }
+        }
+        let grouped = per_app.values().filter(|&&n| n >= 2).count() as u32;
+        (per_app, grouped)
+    }
+
+    /// Give every live thread the part its situation calls for; threads that change part are
+    /// placed by their new part at once.
+    fn reassign(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
+        let shape = self.learn(view.topology);
+        let (per_app, grouped) = Self::process_counts(view);
+        if self.part.len() < view.threads.len() {
+            self.part.resize(view.threads.len(), None);
+        }
+        for t in view.threads {
+            let i = t.id.index();
+            if t.state == ThreadState::Exited {
+                if self.part[i].is_some() {
+                    self.release(view, t.id);
+                }
+                continue;
+            }
+            let want = part_for(shape, t, per_app[&t.app], grouped);
+            let had = self.part[i];
+            if had == Some(want) {
+                continue;
+            }
+            if had.is_some() {
+                self.release(view, t.id);
+            }
+            if let Some(set) = self.enter(view, t.id, want) {
+                if t.allowed != set.intersection(&t.user_allowed) {
+                    out.push(Placement::new(t.id, set));
+                }
+            }
+        }
+    }
+}
+
+impl Policy for Hetsched {
+    fn name(&self) -> &str {
+        "hetsched"
+    }
+
+    fn needs(&self) -> &'static [Signal] {
+        &[
+            Signal::Ipc,
+            Signal::LlcMisses,
+            Signal::FpBusy,
+            Signal::LlcTraffic,
+            Signal::NodeAccesses,
+            Signal::NodeResidency,
+            Signal::Signatures,
+            Signal::DataFragments,
+        ]
+    }
+
+    fn rebalance_period_ns(&self) -> u64 {
+        AMPS_BALANCE_PERIOD_NS
+    }
+
+    fn batches_by_data_fragment(&self) -> bool {
+        true
+    }
+
+    fn rebalance(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
+        self.reassign(view, out);
+        let mut amps_moved = Vec::new();
+        for p in Part::ALL {
+            if p == Part::Backend || self.count[p.index()] == 0 || view.now_ns < self.due[p.index()]
+            {
+                continue;
+            }
+            self.due[p.index()] = view.now_ns + self.periods[p.index()];
+            let from = out.len();
+            self.with_part(view, p, |pol, v| pol.rebalance(v, out));
+            if p == Part::Amps {
+                amps_moved.extend(out[from..].iter().map(|x| x.thread));
+            }
+        }
+        let shape = self.learn(view.topology);
+        if shape.asymmetric && self.count[Part::Amps.index()] > 0 && self.benefit.due(view.now_ns) {
+            let part = &self.part;
+            let ours =
+                |t: &ThreadObs| part.get(t.id.index()).copied().flatten() == Some(Part::Amps);
+            self.benefit.observe(view, ours);
+            let (per_app, _) = Self::process_counts(view);
+            self.benefit.swaps(
+                view,
+                |t| ours(t) && !amps_moved.contains(&t.id),
+                |t| per_app.get(&t.app) == Some(&1),
+                out,
+                &mut self.page_moves,
+            );
+        }
+    }
+
+    fn on_thread_start(&mut self, view: &View<'_>, thread: ThreadId) -> Option<CpuSet> {
+        let shape = self.learn(view.topology);
+        let (per_app, grouped) = Self::process_counts(view);
+        let t = view.thread(thread);
+        let n = per_app.get(&t.app).copied().unwrap_or(1).max(1);
+        if self.part_of(thread).is_some() {
+            self.release(view, thread);
+        }
+        let p = part_for(shape, t, n, grouped);
+        self.enter(view, thread, p)
+            .filter(|set| *set != t.user_allowed)
+    }
+
+    fn on_thread_exit(&mut self, view: &View<'_>, thread: ThreadId) {
+        self.release(view, thread);
+    }
+
+    fn on_core_idle(&mut self, view: &View<'_>, core: CoreId, out: &mut Vec<Placement>) {
+        for p in [Part::Amps, Part::Processes] {
+            if self.count[p.index()] > 0 {
+                self.with_part(view, p, |pol, v| pol.on_core_idle(v, core, out));
+            }
+        }
+    }
+
+    fn on_hint(
+        &mut self,
+        view: &View<'_>,
+        thread: ThreadId,
+        hint: &Hint,
+        out: &mut Vec<Placement>,
+    ) {
+        let Hint::DataFragment { next, .. } = hint else {
+            // A signature lands in the thread's observation; the benefit estimate reads it there.
+            return;
+        };
+        if next.is_some() && self.part_of(thread) != Some(Part::Fragments) {
+            self.release(view, thread);
+            if self.part.len() <= thread.index() {
+                self.part.resize(thread.index() + 1, None);
+            }
+            self.part[thread.index()] = Some(Part::Fragments);
+            self.count[Part::Fragments.index()] += 1;
+        }
+        if self.part_of(thread) == Some(Part::Fragments) {
+            self.fragments.on_hint(view, thread, hint, out);
+        }
+    }
+
+    fn take_page_moves(&mut self, out: &mut Vec<PageMove>) {
+        self.processes.take_page_moves(out);
+        out.append(&mut self.page_moves);
+    }
+
+    fn take_notice(&mut self) -> Option<String> {
+        self.notice.take()
+    }
+}
