@@ -1,1 +1,466 @@
+//! Each signal `hetsched` decides on, on a crafted case: which part takes a thread, the benefit
+//! estimate and its swaps (LLC misses, signatures, hysteresis, no counters), pages that follow a
+//! lone thread across nodes (node residency), FPU spreading (FPU busy cycles), whole processes
+//! (Ding's part) and data fragments (hints).
+
+use super::benefit::{counter_benefit, BENEFIT_PERIOD_NS, MIN_DWELL_NS, SWAP_MARGIN};
 use super::*;
+use crate::observe::{CoreObs, Counters};
+use crate::policies::hass::estimate::ClassModel;
+use crate::presets::machine_preset;
+use crate::signature::Signature;
+use std::sync::Arc;
+
+fn preset(name: &str) -> Topology {
+    machine_preset(name).unwrap().unwrap()
+}
+
+/// What one thread does each period: the share of its CPU time stalled on LLC misses and the
+/// share of its cycles the FPU is busy.
+#[derive(Clone, Copy, Default)]
+struct Behaviour {
+    stall: f64,
+    fp: f64,
+}
+
+/// Hand-driven threads under the policy: every period each runnable thread runs for the whole
+/// period on its core; placements are applied (a single-core mask moves the thread there).
+struct Bench {
+    topo: Topology,
+    threads: Vec<ThreadObs>,
+    behaviour: Vec<Behaviour>,
+    now: u64,
+    pages: Vec<PageMove>,
+}
+
+impl Bench {
+    fn new(machine: &str) -> Self {
+        Bench {
+            topo: preset(machine),
+            threads: Vec::new(),
+            behaviour: Vec::new(),
+            now: 0,
+            pages: Vec::new(),
+        }
+    }
+
+    fn cores(&self) -> Vec<CoreObs> {
+        let mut cores = vec![CoreObs::default(); self.topo.num_cores()];
+        for t in &self.threads {
+            if let (Some(c), ThreadState::Running | ThreadState::Runnable) = (t.cpu, t.state) {
+                let core = &mut cores[c.index()];
+                core.runnable += 1;
+                core.current.get_or_insert(t.id);
+            }
+        }
+        cores
+    }
+
+    fn apply(&mut self, out: &[Placement]) {
+        for pl in out {
+            let t = &mut self.threads[pl.thread.index()];
+            t.allowed = pl.cpus.intersection(&t.user_allowed);
+            if !t.cpu.is_some_and(|c| t.allowed.contains(c)) {
+                t.cpu = t.allowed.first();
+            }
+        }
+    }
+
+    /// Start a thread of `app` on `cpu` (where the backend put it), with `resident` bytes on its
+    /// node; the policy's start placement is applied.
+    fn start(&mut self, p: &mut Hetsched, app: u32, cpu: u32, b: Behaviour) -> ThreadId {
+        let id = ThreadId(self.threads.len() as u32);
+        let nodes = self.topo.nodes().len();
+        let mut t = ThreadObs::new(id, AppId(app), self.topo.all_cores(), nodes);
+        t.state = ThreadState::Running;
+        t.cpu = Some(CoreId(cpu));
+        self.threads.push(t);
+        self.behaviour.push(b);
+        let cores = self.cores();
+        let v = crate::policies::fixture::view(&self.topo, &self.threads, &cores, self.now);
+        if let Some(set) = p.on_thread_start(&v, id) {
+            self.apply(&[Placement::new(id, set)]);
+        }
+        id
+    }
+
+    /// One benefit period: every running thread runs it whole; then the policy rebalances.
+    fn period(&mut self, p: &mut Hetsched) -> Vec<Placement> {
+        self.now += BENEFIT_PERIOD_NS;
+        let period = BENEFIT_PERIOD_NS as f64;
+        for (t, b) in self.threads.iter_mut().zip(&self.behaviour) {
+            let Some(c) = t.cpu else { continue };
+            let ghz = self.topo.class_of(c).effective_ghz().unwrap_or(2.0);
+            let latency = self.topo.latency_ns(c, self.topo.node_of(c));
+            let cycles = period * ghz;
+            t.counters.cpu_time_ns += period;
+            t.counters.cycles += cycles;
+            t.counters.instructions += cycles;
+            t.counters.llc_misses += b.stall * period / latency;
+            t.counters.llc_refs += 2.0 * b.stall * period / latency;
+            t.counters.fp_busy_cycles += b.fp * cycles;
+        }
+        let cores = self.cores();
+        let mut out = Vec::new();
+        let v = crate::policies::fixture::view(&self.topo, &self.threads, &cores, self.now);
+        p.rebalance(&v, &mut out);
+        p.take_page_moves(&mut self.pages);
+        self.apply(&out);
+        out
+    }
+
+    fn cpu(&self, t: ThreadId) -> CoreId {
+        self.threads[t.index()].cpu.unwrap()
+    }
+}
+
+fn policy() -> Hetsched {
+    Hetsched::new(HetschedConfig::default())
+}
+
+const MEMORY: Behaviour = Behaviour {
+    stall: 0.8,
+    fp: 0.0,
+};
+const COMPUTE: Behaviour = Behaviour {
+    stall: 0.0,
+    fp: 0.0,
+};
+
+#[test]
+fn each_thread_goes_to_the_part_its_situation_calls_for() {
+    let amp = Shape::of(&preset("amps-smp"));
+    let bulldozer = Shape::of(&preset("bulldover"));
+    let smp = Shape::of(&preset("pinter-smp"));
+    let t = ThreadObs::new(ThreadId(0), AppId(0), CpuSet::all(8), 1);
+    let mut hinted = t.clone();
+    hinted.data_fragment = Some(7);
+    assert_eq!(part_for(amp, &hinted, 4, 2), Part::Fragments);
+    assert_eq!(part_for(smp, &hinted, 1, 0), Part::Fragments);
+    // Two multi-threaded processes on an asymmetric machine: Ding's whole processes.
+    assert_eq!(part_for(amp, &t, 4, 2), Part::Processes);
+    // One multi-threaded process: the backend keeps its barrier-coupled threads moving.
+    assert_eq!(part_for(amp, &t, 4, 1), Part::Backend);
+    // A single-threaded process: AMPS with benefit swaps.
+    assert_eq!(part_for(amp, &t, 1, 2), Part::Amps);
+    // One speed, shared FPUs: BulldOver, threads of multi-threaded processes too.
+    assert!(!bulldozer.asymmetric && bulldozer.shared_fpu);
+    assert_eq!(part_for(bulldozer, &t, 1, 0), Part::Fpu);
+    assert_eq!(part_for(bulldozer, &t, 4, 1), Part::Fpu);
+    // One speed, one node, no shared FPU: nothing to add to the backend.
+    assert_eq!(part_for(smp, &t, 1, 0), Part::Backend);
+    assert_eq!(part_for(smp, &t, 8, 2), Part::Backend);
+}
+
+#[test]
+fn counter_benefit_splits_cpu_time_into_compute_and_stall() {
+    let class = |ghz: f64| ClassModel {
+        ghz,
+        cpi_factor: 1.0,
+        llc_bytes: 0,
+        llc_assoc: 0,
+        mem_latency_ns: 100.0,
+    };
+    let (fast, slow) = (class(2.0), class(1.0));
+    // 1 ms of CPU on the slow core, no misses: all compute, twice as fast on the fast core.
+    let d = Counters {
+        cpu_time_ns: 1e6,
+        ..Default::default()
+    };
+    assert_eq!(counter_benefit(&d, 100.0, &slow, &fast, &slow), Some(2.0));
+    // 8,000 misses at 100 ns stall 0.8 ms of 1 ms on the fast core: 0.2 ms of compute doubles
+    // on the slow core, the stall stays: 1.2 / 1.0.
+    let d = Counters {
+        cpu_time_ns: 1e6,
+        llc_misses: 8000.0,
+        ..Default::default()
+    };
+    let b = counter_benefit(&d, 100.0, &fast, &fast, &slow).unwrap();
+    assert!((b - 1.2).abs() < 1e-12, "{b}");
+    // A thread that did not run has no estimate.
+    assert_eq!(
+        counter_benefit(&Counters::default(), 100.0, &fast, &fast, &slow),
+        None
+    );
+}
+
+/// Two memory-bound threads take the fast cores first (AMPS's faster-core-first); two compute-
+/// bound ones land on slow cores. Once both sides have dwelt, the swaps give the fast cores to the
+/// compute-bound threads, and nothing moves back.
+#[test]
+fn llc_misses_swap_memory_bound_threads_off_the_fast_cores() {
+    let mut s = Bench::new("amps-smp");
+    let mut p = policy();
+    let mem: Vec<ThreadId> = (0..2).map(|a| s.start(&mut p, a, 7, MEMORY)).collect();
+    let cpu: Vec<ThreadId> = (2..4).map(|a| s.start(&mut p, a, 7, COMPUTE)).collect();
+    let fast = |c: CoreId| c.0 < 2;
+    assert!(mem.iter().all(|&t| fast(s.cpu(t))), "faster-core-first");
+    assert!(cpu.iter().all(|&t| !fast(s.cpu(t))));
+    let mut swapped_at = None;
+    for k in 1..=30u64 {
+        let out = s.period(&mut p);
+        if !out.is_empty() && swapped_at.is_none() {
+            swapped_at = Some(k * BENEFIT_PERIOD_NS);
+        } else if swapped_at.is_some() {
+            assert!(out.is_empty(), "period {k}: moved again {out:?}");
+        }
+    }
+    let at = swapped_at.expect("a swap");
+    // Estimates start at the first period, so the dwell ends MIN_DWELL_NS after it.
+    assert_eq!(at, BENEFIT_PERIOD_NS + MIN_DWELL_NS);
+    assert!(
+        cpu.iter().all(|&t| fast(s.cpu(t))),
+        "compute-bound on fast cores"
+    );
+    assert!(mem.iter().all(|&t| !fast(s.cpu(t))));
+    assert!(p.benefit_of(cpu[0]).unwrap() > p.benefit_of(mem[0]).unwrap() * 1.5);
+    assert!(s.pages.is_empty(), "one node: no page moves");
+}
+
+/// A signature, when a thread has one, decides its estimate: the thread that counters call
+/// compute-bound but whose signature misses heavily gives up the fast core.
+#[test]
+fn a_signature_overrides_what_counters_suggest() {
+    let mut s = Bench::new("amps-smp");
+    let mut p = policy();
+    let a = s.start(&mut p, 0, 7, COMPUTE);
+    let b = s.start(&mut p, 1, 7, COMPUTE);
+    s.threads[a.index()].signature = Some(Arc::new(Signature::from_row("mem", &[400.0])));
+    s.start(&mut p, 2, 7, COMPUTE);
+    s.start(&mut p, 3, 7, COMPUTE);
+    for _ in 0..10 {
+        s.period(&mut p);
+    }
+    assert!(
+        s.cpu(a).0 >= 2,
+        "the signature's memory-bound thread left the fast core"
+    );
+    assert!(s.cpu(b).0 < 2, "the other fast thread stayed");
+}
+
+/// Estimates that differ by less than the margin, noisy period to period, move nothing: the
+/// IPC-driven algorithm's thrashing (HASS section 6) does not happen.
+#[test]
+fn differences_under_the_margin_swap_nothing() {
+    let mut s = Bench::new("amps-smp");
+    let mut p = policy();
+    // On the fast core a stall share s gives an estimate of 2 - s; on the slow one 2 / (1 + s)
+    // (amps-smp's slow cores run at half speed). The shares below make the two sides' estimates
+    // cross every period, 1.60 against 1.66 and back: without a margin they would swap.
+    let low = Behaviour {
+        stall: 0.40,
+        fp: 0.0,
+    };
+    let high = Behaviour {
+        stall: 0.2048,
+        fp: 0.0,
+    };
+    let ids: Vec<ThreadId> = [low, low, high, high]
+        .iter()
+        .enumerate()
+        .map(|(a, &b)| s.start(&mut p, a as u32, 7, b))
+        .collect();
+    for k in 0..100 {
+        // Alternate which side looks better, by a few percent.
+        let (x, y) = if k % 2 == 0 {
+            (0.40, 0.2048)
+        } else {
+            (0.34, 0.25)
+        };
+        for (i, &t) in ids.iter().enumerate() {
+            s.behaviour[t.index()].stall = if i < 2 { x } else { y };
+        }
+        assert!(s.period(&mut p).is_empty(), "period {k}");
+    }
+    let (bf, bs) = (p.benefit_of(ids[0]).unwrap(), p.benefit_of(ids[2]).unwrap());
+    assert!(bs < bf * (1.0 + SWAP_MARGIN), "{bf} {bs}");
+}
+
+/// Without LLC-miss counters (this VM, or any machine with software events only) every thread
+/// gains alike; AMPS's balance alone decides.
+#[test]
+fn without_miss_counters_nothing_is_swapped() {
+    let mut s = Bench::new("amps-smp");
+    let mut p = policy();
+    for a in 0..4 {
+        s.start(&mut p, a, 7, COMPUTE);
+    }
+    for k in 0..20 {
+        assert!(s.period(&mut p).is_empty(), "period {k}");
+    }
+}
+
+/// A swap across nodes takes a lone thread's pages along (Ding's sticky pages); a thread of a
+/// process with other threads keeps AMPS's rule and does not move away from its memory.
+#[test]
+fn node_residency_gates_swaps_across_nodes() {
+    // hass-amd-2-2: one core a node; cores 0-1 slow, 2-3 fast.
+    let mut s = Bench::new("hass-amd-2-2");
+    let mut p = policy();
+    let mem = s.start(&mut p, 0, 0, MEMORY);
+    let cpu = s.start(&mut p, 1, 0, COMPUTE);
+    assert_eq!((s.cpu(mem).0, s.cpu(cpu).0), (2, 3), "faster-core-first");
+    let other = s.start(&mut p, 2, 0, COMPUTE);
+    s.start(&mut p, 3, 0, COMPUTE);
+    let gib = 1u64 << 30;
+    for t in [mem, cpu, other] {
+        let node = s.topo.node_of(s.cpu(t)).index();
+        s.threads[t.index()].resident_bytes[node] = gib;
+    }
+    for _ in 0..10 {
+        s.period(&mut p);
+    }
+    assert!(
+        s.cpu(mem).0 < 2,
+        "the memory-bound thread went to a slow core"
+    );
+    let moved: Vec<(AppId, u32)> = s.pages.iter().map(|m| (m.app, m.to.0)).collect();
+    assert!(moved.contains(&(AppId(0), s.cpu(mem).0)), "{moved:?}");
+    assert!(s.pages.iter().all(|m| m.max_bytes == gib));
+
+    // The same with the memory-bound thread one of two in its process: no swap.
+    let mut s = Bench::new("hass-amd-2-2");
+    let mut p = policy();
+    let mem = s.start(&mut p, 0, 0, MEMORY);
+    s.start(&mut p, 1, 0, COMPUTE);
+    s.start(&mut p, 2, 0, COMPUTE);
+    s.start(&mut p, 3, 0, COMPUTE);
+    let sibling = s.start(&mut p, 0, 0, Behaviour::default());
+    s.threads[sibling.index()].state = ThreadState::Blocked;
+    s.threads[sibling.index()].cpu = None;
+    let node = s.topo.node_of(s.cpu(mem)).index();
+    s.threads[mem.index()].resident_bytes[node] = gib;
+    for _ in 0..10 {
+        s.period(&mut p);
+    }
+    assert_eq!(
+        s.cpu(mem).0,
+        2,
+        "its memory is more than the LLC away: it stays"
+    );
+    assert!(s.pages.is_empty());
+}
+
+/// One speed and shared FPUs: the FP-intensive threads are bound one per module (BulldOver).
+#[test]
+fn fpu_busy_cycles_spread_fp_threads_one_per_module() {
+    let mut s = Bench::new("bulldover");
+    let mut p = policy();
+    let fp = Behaviour {
+        stall: 0.0,
+        fp: 0.9,
+    };
+    // The backend put the four FP threads pairwise on modules 0 and 1.
+    let fps: Vec<ThreadId> = (0..4).map(|a| s.start(&mut p, a, a, fp)).collect();
+    for a in 4..8 {
+        s.start(&mut p, a, a, COMPUTE);
+    }
+    s.now = BULLDOVER_PERIOD_NS - BENEFIT_PERIOD_NS;
+    s.period(&mut p);
+    s.now = 2 * BULLDOVER_PERIOD_NS - BENEFIT_PERIOD_NS;
+    s.period(&mut p);
+    let mut modules: Vec<u32> = fps
+        .iter()
+        .map(|&t| s.topo.module_of(s.cpu(t)).unwrap().id.0)
+        .collect();
+    modules.sort();
+    assert_eq!(modules, vec![0, 1, 2, 3]);
+    assert!(fps.iter().all(|&t| s.threads[t.index()].allowed.len() == 1));
+}
+
+/// Two multi-threaded processes on Ding's machine: each whole on one side; the compute-bound one
+/// on the fast cores once measured.
+#[test]
+fn multi_threaded_processes_run_whole_on_one_side() {
+    let mut s = Bench::new("ding-4f12s");
+    let mut p = policy();
+    let mem: Vec<ThreadId> = (0..4).map(|i| s.start(&mut p, 0, i, MEMORY)).collect();
+    let cpu: Vec<ThreadId> = (0..4).map(|i| s.start(&mut p, 1, 4 + i, COMPUTE)).collect();
+    for _ in 0..30 {
+        s.period(&mut p);
+    }
+    assert!(mem
+        .iter()
+        .chain(&cpu)
+        .all(|&t| p.part_of(t) == Some(Part::Processes)));
+    let fast = s.topo.class_cores(s.topo.classes_by_speed()[0]);
+    for &t in &cpu {
+        assert!(
+            s.threads[t.index()].allowed.is_subset(&fast),
+            "compute side"
+        );
+    }
+    for &t in &mem {
+        assert!(
+            !s.threads[t.index()].allowed.intersects(&fast),
+            "memory side"
+        );
+    }
+}
+
+/// Threads that name one data fragment share a CPU (Pinter); a thread that stops naming one
+/// leaves the group at the next balance.
+#[test]
+fn data_fragment_hints_group_threads_on_one_cpu() {
+    let mut s = Bench::new("pinter-smp");
+    let mut p = policy();
+    let ids: Vec<ThreadId> = (0..4).map(|i| s.start(&mut p, 0, i % 2, COMPUTE)).collect();
+    let mut out = Vec::new();
+    for (i, &t) in ids.iter().enumerate() {
+        let df = (i / 2) as u64;
+        s.threads[t.index()].data_fragment = Some(df);
+        let cores = s.cores();
+        let v = crate::policies::fixture::view(&s.topo, &s.threads, &cores, s.now);
+        let hint = Hint::DataFragment {
+            current: None,
+            next: Some(df),
+        };
+        p.on_hint(&v, t, &hint, &mut out);
+        s.apply(&out);
+        out.clear();
+    }
+    assert!(ids.iter().all(|&t| p.part_of(t) == Some(Part::Fragments)));
+    assert_eq!(s.cpu(ids[0]), s.cpu(ids[1]));
+    assert_eq!(s.cpu(ids[2]), s.cpu(ids[3]));
+    assert_ne!(s.cpu(ids[0]), s.cpu(ids[2]));
+    assert_eq!(s.threads[ids[0].index()].allowed.len(), 1);
+    // Thread 3 stops naming a fragment: the backend takes it back, unpinned.
+    s.threads[ids[3].index()].data_fragment = None;
+    let cores = s.cores();
+    let v = crate::policies::fixture::view(&s.topo, &s.threads, &cores, s.now);
+    let hint = Hint::DataFragment {
+        current: Some(1),
+        next: None,
+    };
+    p.on_hint(&v, ids[3], &hint, &mut out);
+    s.apply(&out);
+    s.period(&mut p);
+    assert_eq!(p.part_of(ids[3]), Some(Part::Backend));
+    assert_eq!(s.threads[ids[3].index()].allowed, s.topo.all_cores());
+}
+
+/// A process that gains a second thread leaves AMPS as if its thread had exited; once a second
+/// multi-threaded process exists, both run whole.
+#[test]
+fn a_thread_changes_part_when_its_process_does() {
+    let mut s = Bench::new("ding-4f12s");
+    let mut p = policy();
+    let a = s.start(&mut p, 0, 4, COMPUTE);
+    assert_eq!(p.part_of(a), Some(Part::Amps));
+    s.start(&mut p, 0, 5, COMPUTE);
+    s.period(&mut p);
+    assert_eq!(
+        p.part_of(a),
+        Some(Part::Backend),
+        "one multi-threaded process"
+    );
+    let c = s.start(&mut p, 1, 6, COMPUTE);
+    s.start(&mut p, 1, 7, COMPUTE);
+    s.period(&mut p);
+    assert_eq!(p.part_of(a), Some(Part::Processes));
+    assert_eq!(p.part_of(c), Some(Part::Processes));
+    s.threads[c.index()].state = ThreadState::Exited;
+    s.period(&mut p);
+    assert_eq!(p.part_of(c), None, "an exited thread has no part");
+    assert_eq!(p.part_of(a), Some(Part::Backend));
+}
