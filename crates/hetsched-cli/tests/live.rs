@@ -279,6 +279,53 @@ fn threads_are_pinned_as_the_policy_says_and_restored_when_hetsched_exits() {
     kill(worker, libc::SIGKILL);
 }
 
+/// The combined policy on this VM's counters (software events only): a single-threaded
+/// computation (its main thread only waits for the worker) gets AMPS's faster-core-first once the
+/// idle main thread stops counting, and its mask comes back when hetsched exits.
+#[test]
+fn the_hetsched_policy_runs_live_and_pins_a_lone_busy_thread_to_the_fast_cpu() {
+    root_only!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("combined");
+    let tid_file = s.path("tids");
+    let script = format!(
+        "{WORK} --tid-file {} int --threads 1 --work 3000 & sleep 5",
+        tid_file.display()
+    );
+    let child = s.spawn(
+        s.run("hetsched", &[]).args(["--", "sh", "-c", &script]),
+        "run",
+    );
+    let worker = tids(&tid_file, 1)[0];
+    s.doom(worker);
+    let original = all_cpus_list();
+    assert!(
+        wait_until(Duration::from_secs(5), || mask_of(worker).as_deref()
+            == Some("0")),
+        "worker mask {:?}, expected 0",
+        mask_of(worker)
+    );
+    let out = child.finish();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json_of(&out);
+    assert_eq!(report["policy"], "hetsched");
+    assert!(report["policy_disabled"].is_null(), "{report}");
+    assert_eq!(
+        mask_of(worker).as_deref(),
+        Some(original.as_str()),
+        "{report}"
+    );
+    assert!(
+        report["restore"]["restored"].as_u64().unwrap() >= 1,
+        "{report}"
+    );
+    kill(worker, libc::SIGKILL);
+}
+
 #[test]
 fn sigterm_restores_at_once_and_is_passed_to_the_program() {
     root_only!();
@@ -656,6 +703,7 @@ fn every_policy_runs_live_with_the_counters_this_machine_has() {
         "bulldover",
         "data-sharing",
         "numa-amp",
+        "hetsched",
     ] {
         let out = s
             .run(policy, &[])

@@ -137,6 +137,19 @@ pub fn part_for(shape: Shape, t: &ThreadObs, app_threads: u32, grouped_apps: u32
     }
 }
 
+/// How long after its CPU time last grew a blocked thread still counts as part of its process's
+/// work (ours: twice the 1 s sampling period of BulldOver and Ding, so a thread that waits at a
+/// barrier or for I/O between two samples keeps counting).
+pub const ACTIVE_WINDOW_NS: u64 = 2_000_000_000;
+
+/// What [`Hetsched::process_counts`] remembers of a thread's CPU time.
+#[derive(Clone, Copy, Debug, Default)]
+struct Activity {
+    seen: bool,
+    cpu_ns: f64,
+    until_ns: u64,
+}
+
 /// Settings.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct HetschedConfig {
@@ -163,6 +176,8 @@ pub struct Hetsched {
     periods: [u64; 5],
     /// The view a part sees: the other parts' threads marked exited.
     masked: Vec<ThreadObs>,
+    /// Per thread: when it last used CPU.
+    activity: Vec<Activity>,
     /// Pages that follow a swapped thread to its new node.
     page_moves: Vec<PageMove>,
     notice: Option<String>,
@@ -198,6 +213,7 @@ impl Hetsched {
                 DS_BALANCE_PERIOD_NS,
             ],
             masked: Vec::new(),
+            activity: Vec::new(),
             page_moves: Vec::new(),
             notice: None,
         }
@@ -310,12 +326,31 @@ impl Hetsched {
         }
     }
 
-    /// Live threads per process and the number of processes with two or more.
-    fn process_counts(view: &View<'_>) -> (HashMap<AppId, u32>, u32) {
+    /// Threads per process that compete for CPU, and the number of processes with two or more.
+    /// A thread competes while it runs or waits to, and for [`ACTIVE_WINDOW_NS`] after its CPU
+    /// time last grew: a thread blocked at a barrier still belongs to its process's work; a main
+    /// thread that only waits for its workers to finish, or a runtime's idle helper, does not make
+    /// a single-threaded computation multi-threaded.
+    fn process_counts(&mut self, view: &View<'_>) -> (HashMap<AppId, u32>, u32) {
+        if self.activity.len() < view.threads.len() {
+            self.activity
+                .resize(view.threads.len(), Activity::default());
+        }
         let mut per_app: HashMap<AppId, u32> = HashMap::new();
-        for t in view.threads {
-            if t.state != ThreadState::Exited {
-                *per_app.entry(t.app).or_insert(0) += 1;
+        for (t, a) in view.threads.iter().zip(self.activity.iter_mut()) {
+            if t.state == ThreadState::Exited {
+                continue;
+            }
+            let cpu = t.counters.cpu_time_ns;
+            if !a.seen || cpu > a.cpu_ns {
+                a.seen = true;
+                a.cpu_ns = cpu;
+                a.until_ns = view.now_ns + ACTIVE_WINDOW_NS;
+            }
+            let runs = matches!(t.state, ThreadState::Running | ThreadState::Runnable);
+            let n = per_app.entry(t.app).or_insert(0);
+            if runs || view.now_ns < a.until_ns {
+                *n += 1;
             }
         }
         let grouped = per_app.values().filter(|&&n| n >= 2).count() as u32;
@@ -323,10 +358,10 @@ impl Hetsched {
     }
 
     /// Give every live thread the part its situation calls for; threads that change part are
-    /// placed by their new part at once.
-    fn reassign(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
+    /// placed by their new part at once. Returns the threads per process that compete for CPU.
+    fn reassign(&mut self, view: &View<'_>, out: &mut Vec<Placement>) -> HashMap<AppId, u32> {
         let shape = self.learn(view.topology);
-        let (per_app, grouped) = Self::process_counts(view);
+        let (per_app, grouped) = self.process_counts(view);
         if self.part.len() < view.threads.len() {
             self.part.resize(view.threads.len(), None);
         }
@@ -338,7 +373,7 @@ impl Hetsched {
                 }
                 continue;
             }
-            let want = part_for(shape, t, per_app[&t.app], grouped);
+            let want = part_for(shape, t, per_app[&t.app].max(1), grouped);
             let had = self.part[i];
             if had == Some(want) {
                 continue;
@@ -352,6 +387,7 @@ impl Hetsched {
                 }
             }
         }
+        per_app
     }
 }
 
@@ -382,7 +418,7 @@ impl Policy for Hetsched {
     }
 
     fn rebalance(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
-        self.reassign(view, out);
+        let per_app = self.reassign(view, out);
         let mut amps_moved = Vec::new();
         for p in Part::ALL {
             if p == Part::Backend || self.count[p.index()] == 0 || view.now_ns < self.due[p.index()]
@@ -402,7 +438,6 @@ impl Policy for Hetsched {
             let ours =
                 |t: &ThreadObs| part.get(t.id.index()).copied().flatten() == Some(Part::Amps);
             self.benefit.observe(view, ours);
-            let (per_app, _) = Self::process_counts(view);
             self.benefit.swaps(
                 view,
                 |t| ours(t) && !amps_moved.contains(&t.id),
@@ -415,7 +450,10 @@ impl Policy for Hetsched {
 
     fn on_thread_start(&mut self, view: &View<'_>, thread: ThreadId) -> Option<CpuSet> {
         let shape = self.learn(view.topology);
-        let (per_app, grouped) = Self::process_counts(view);
+        if let Some(a) = self.activity.get_mut(thread.index()) {
+            *a = Activity::default();
+        }
+        let (per_app, grouped) = self.process_counts(view);
         let t = view.thread(thread);
         let n = per_app.get(&t.app).copied().unwrap_or(1).max(1);
         if self.part_of(thread).is_some() {
