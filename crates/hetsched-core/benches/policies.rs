@@ -84,6 +84,71 @@ fn bench(c: &mut Criterion) {
     });
 }
 
+/// One `hetsched` rebalance on 16,384 threads and 1,024 cores, half of them single-threaded
+/// programs (the `amps` part) and half in 4-thread processes (the `processes` part): the parts'
+/// views are built by marking the other part's threads exited, the cost this measures.
+fn bench_hetsched(c: &mut Criterion) {
+    use hetsched_core::policies::hetsched::{Hetsched, HetschedConfig};
+    let topo = machine_preset("scale-1024").unwrap().unwrap();
+    let n = topo.num_cores();
+    let all = topo.all_cores();
+    let mut threads = Vec::new();
+    let mut cores = vec![CoreObs::default(); n];
+    for i in 0..16 * n {
+        let core = CoreId((i % n) as u32);
+        let running = cores[core.index()].current.is_none();
+        let id = ThreadId(i as u32);
+        // Threads 0..8n: one a process; 8n..16n: four a process.
+        let app = if i < 8 * n {
+            i
+        } else {
+            8 * n + (i - 8 * n) / 4
+        };
+        let mut t = ThreadObs::new(id, AppId(app as u32), all.clone(), topo.nodes().len());
+        t.state = if running {
+            ThreadState::Running
+        } else {
+            ThreadState::Runnable
+        };
+        t.cpu = Some(core);
+        t.allowed = CpuSet::single(core);
+        threads.push(t);
+        cores[core.index()].runnable += 1;
+        if running {
+            cores[core.index()].current = Some(id);
+        }
+    }
+    let mut p = Hetsched::new(HetschedConfig::default());
+    let mut out = Vec::new();
+    let mut now = 0;
+    // Warm: parts assigned, every part's first decision made.
+    for _ in 0..3 {
+        now += 4_000_000;
+        let view = View {
+            now_ns: now,
+            topology: &topo,
+            threads: &threads,
+            cores: &cores,
+        };
+        out.clear();
+        p.rebalance(&view, &mut out);
+    }
+    c.bench_function("hetsched/rebalance/16k-threads-two-parts/1024-cores", |b| {
+        b.iter(|| {
+            now += 4_000_000;
+            let view = View {
+                now_ns: now,
+                topology: &topo,
+                threads: &threads,
+                cores: &cores,
+            };
+            out.clear();
+            p.rebalance(&view, &mut out);
+            out.len()
+        })
+    });
+}
+
 fn bench_hass(c: &mut Criterion) {
     let topo = machine_preset("scale-1024").unwrap().unwrap();
     let n = topo.num_cores();
@@ -138,5 +203,5 @@ fn bench_hass(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench, bench_hass);
+criterion_group!(benches, bench, bench_hass, bench_hetsched);
 criterion_main!(benches);

@@ -5,9 +5,21 @@ use crate::ids::CoreId;
 use std::fmt;
 
 /// A set of cores as a bit set. Small, cheap to copy-compare, ordered iteration.
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub struct CpuSet {
     words: Vec<u64>,
+}
+
+impl Clone for CpuSet {
+    fn clone(&self) -> Self {
+        Self {
+            words: self.words.clone(),
+        }
+    }
+    /// Reuses this set's words (no allocation once large enough).
+    fn clone_from(&mut self, source: &Self) {
+        self.words.clone_from(&source.words);
+    }
 }
 
 impl CpuSet {

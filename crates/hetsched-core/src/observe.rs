@@ -92,7 +92,7 @@ impl LlcTraffic {
 
 /// One thread as a policy sees it. The first cache line holds what a backend writes at every
 /// context switch: state, CPU and counters (12 + 52 bytes).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 #[repr(C, align(64))]
 pub struct ThreadObs {
     pub state: ThreadState,
@@ -116,6 +116,42 @@ pub struct ThreadObs {
     /// The thread's architectural signature (HASS section 3), when its binary or the application
     /// supplied one.
     pub signature: Option<Arc<Signature>>,
+}
+
+impl Clone for ThreadObs {
+    fn clone(&self) -> Self {
+        ThreadObs {
+            state: self.state,
+            cpu: self.cpu,
+            counters: self.counters,
+            id: self.id,
+            app: self.app,
+            allowed: self.allowed.clone(),
+            user_allowed: self.user_allowed.clone(),
+            resident_bytes: self.resident_bytes.clone(),
+            node_accesses: self.node_accesses.clone(),
+            llc_traffic: self.llc_traffic,
+            data_fragment: self.data_fragment,
+            signature: self.signature.clone(),
+        }
+    }
+
+    /// Reuses this observation's sets and vectors: a policy that keeps a copy of the threads (the
+    /// `hetsched` parts' views) refreshes it without allocating.
+    fn clone_from(&mut self, source: &Self) {
+        self.state = source.state;
+        self.cpu = source.cpu;
+        self.counters = source.counters;
+        self.id = source.id;
+        self.app = source.app;
+        self.allowed.clone_from(&source.allowed);
+        self.user_allowed.clone_from(&source.user_allowed);
+        self.resident_bytes.clone_from(&source.resident_bytes);
+        self.node_accesses.clone_from(&source.node_accesses);
+        self.llc_traffic = source.llc_traffic;
+        self.data_fragment = source.data_fragment;
+        self.signature.clone_from(&source.signature);
+    }
 }
 
 impl ThreadObs {

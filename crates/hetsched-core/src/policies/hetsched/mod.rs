@@ -276,13 +276,22 @@ impl Hetsched {
         if masked.len() > view.threads.len() {
             masked.truncate(view.threads.len());
         }
+        // A thread of another part shows as exited, with its CPU and counters current; no part
+        // reads an exited thread's sets or residency, so those are not copied again.
         for (i, t) in view.threads.iter().enumerate() {
-            if i < masked.len() {
+            let mine = part.get(i).copied().flatten() == Some(which);
+            if i >= masked.len() {
+                masked.push(t.clone());
+            } else if mine {
                 masked[i].clone_from(t);
             } else {
-                masked.push(t.clone());
+                let m = &mut masked[i];
+                m.id = t.id;
+                m.app = t.app;
+                m.cpu = t.cpu;
+                m.counters = t.counters;
             }
-            if part.get(i).copied().flatten() != Some(which) {
+            if !mine {
                 masked[i].state = ThreadState::Exited;
             }
         }
@@ -318,11 +327,14 @@ impl Hetsched {
         }
         self.part[t.index()] = Some(p);
         self.count[p.index()] += 1;
+        // A part's start decision reads the thread and the cores' loads, never the other threads,
+        // so it sees the whole view (a masked one per entering thread would cost O(threads) each).
         match p {
             Part::Backend => Some(view.thread(t).user_allowed.clone()),
-            _ => self
-                .with_part(view, p, |pol, v| pol.on_thread_start(v, t))
-                .flatten(),
+            Part::Amps => self.amps.on_thread_start(view, t),
+            Part::Processes => self.processes.on_thread_start(view, t),
+            Part::Fpu => self.fpu.on_thread_start(view, t),
+            Part::Fragments => self.fragments.on_thread_start(view, t),
         }
     }
 
