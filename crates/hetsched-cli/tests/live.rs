@@ -217,26 +217,29 @@ macro_rules! root_only {
     };
 }
 
-#[test]
-fn threads_are_pinned_as_the_policy_says_and_restored_when_hetsched_exits() {
-    root_only!();
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let s = Scratch::new("pin");
+/// Run `policy` over a shell whose background worker (one busy thread, `work` units) outlives
+/// the shell (`sleep` seconds) and hetsched: the worker must be pinned to the fast CPU 0 while
+/// hetsched runs, and have its original mask again once hetsched is gone. Returns the worker's
+/// tid and the run's JSON report.
+fn lone_worker_pinned_to_fast_and_restored(
+    s: &Scratch,
+    policy: &str,
+    work: u32,
+    sleep: f64,
+) -> (u32, Value) {
     let tid_file = s.path("tids");
-    // The program (sh) exits after 1.5 s; its background worker outlives it, and hetsched.
     let script = format!(
-        "{WORK} --tid-file {} int --threads 1 --work 1200 & sleep 1.5",
+        "{WORK} --tid-file {} int --threads 1 --work {work} & sleep {sleep}",
         tid_file.display()
     );
-    let child = s.spawn(s.run("amps", &[]).args(["--", "sh", "-c", &script]), "run");
+    let child = s.spawn(s.run(policy, &[]).args(["--", "sh", "-c", &script]), "run");
     let worker = tids(&tid_file, 1)[0];
     s.doom(worker);
     let original = all_cpus_list();
-    // AMPS puts the only busy thread on the fast core.
     assert!(
         wait_until(Duration::from_secs(5), || mask_of(worker).as_deref()
             == Some("0")),
-        "worker mask {:?}, expected 0",
+        "{policy}: worker mask {:?}, expected 0",
         mask_of(worker)
     );
     let out = child.finish();
@@ -254,11 +257,22 @@ fn threads_are_pinned_as_the_policy_says_and_restored_when_hetsched_exits() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        report["decisions"]["applied"].as_u64().unwrap() >= 1,
+        report["restore"]["restored"].as_u64().unwrap() >= 1,
         "{report}"
     );
+    assert_eq!(report["policy"], policy);
+    (worker, report)
+}
+
+#[test]
+fn threads_are_pinned_as_the_policy_says_and_restored_when_hetsched_exits() {
+    root_only!();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("pin");
+    // AMPS puts the only busy thread on the fast core; the program (sh) exits after 1.5 s.
+    let (worker, report) = lone_worker_pinned_to_fast_and_restored(&s, "amps", 1200, 1.5);
     assert!(
-        report["restore"]["restored"].as_u64().unwrap() >= 1,
+        report["decisions"]["applied"].as_u64().unwrap() >= 1,
         "{report}"
     );
     assert_eq!(report["exit_code"], 0);
@@ -281,48 +295,14 @@ fn threads_are_pinned_as_the_policy_says_and_restored_when_hetsched_exits() {
 
 /// The combined policy on this VM's counters (software events only): a single-threaded
 /// computation (its main thread only waits for the worker) gets AMPS's faster-core-first once the
-/// idle main thread stops counting, and its mask comes back when hetsched exits.
+/// idle main thread stops counting (2 s), and its mask comes back when hetsched exits.
 #[test]
 fn the_hetsched_policy_runs_live_and_pins_a_lone_busy_thread_to_the_fast_cpu() {
     root_only!();
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let s = Scratch::new("combined");
-    let tid_file = s.path("tids");
-    let script = format!(
-        "{WORK} --tid-file {} int --threads 1 --work 3000 & sleep 5",
-        tid_file.display()
-    );
-    let child = s.spawn(
-        s.run("hetsched", &[]).args(["--", "sh", "-c", &script]),
-        "run",
-    );
-    let worker = tids(&tid_file, 1)[0];
-    s.doom(worker);
-    let original = all_cpus_list();
-    assert!(
-        wait_until(Duration::from_secs(5), || mask_of(worker).as_deref()
-            == Some("0")),
-        "worker mask {:?}, expected 0",
-        mask_of(worker)
-    );
-    let out = child.finish();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report = json_of(&out);
-    assert_eq!(report["policy"], "hetsched");
+    let (worker, report) = lone_worker_pinned_to_fast_and_restored(&s, "hetsched", 3000, 5.0);
     assert!(report["policy_disabled"].is_null(), "{report}");
-    assert_eq!(
-        mask_of(worker).as_deref(),
-        Some(original.as_str()),
-        "{report}"
-    );
-    assert!(
-        report["restore"]["restored"].as_u64().unwrap() >= 1,
-        "{report}"
-    );
     kill(worker, libc::SIGKILL);
 }
 

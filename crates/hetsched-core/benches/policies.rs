@@ -16,8 +16,12 @@ use hetsched_core::{
 };
 use std::sync::Arc;
 
-fn bench(c: &mut Criterion) {
-    let topo = machine_preset("scale-1024").unwrap().unwrap();
+/// 16 threads a core on scale-1024, each pinned to its core (the first of each running), thread
+/// `i` in process `app(i)`.
+fn sixteen_a_core(
+    topo: &hetsched_core::Topology,
+    app: impl Fn(usize) -> usize,
+) -> (Vec<ThreadObs>, Vec<CoreObs>) {
     let n = topo.num_cores();
     let all = topo.all_cores();
     let mut threads = Vec::new();
@@ -26,21 +30,27 @@ fn bench(c: &mut Criterion) {
         let core = CoreId((i % n) as u32);
         let running = cores[core.index()].current.is_none();
         let id = ThreadId(i as u32);
-        threads.push(ThreadObs {
-            state: if running {
-                ThreadState::Running
-            } else {
-                ThreadState::Runnable
-            },
-            cpu: Some(core),
-            allowed: CpuSet::single(core),
-            ..ThreadObs::new(id, AppId((i / 4) as u32), all.clone(), topo.nodes().len())
-        });
+        let mut t = ThreadObs::new(id, AppId(app(i) as u32), all.clone(), topo.nodes().len());
+        t.state = if running {
+            ThreadState::Running
+        } else {
+            ThreadState::Runnable
+        };
+        t.cpu = Some(core);
+        t.allowed = CpuSet::single(core);
+        threads.push(t);
         cores[core.index()].runnable += 1;
         if running {
             cores[core.index()].current = Some(id);
         }
     }
+    (threads, cores)
+}
+
+fn bench(c: &mut Criterion) {
+    let topo = machine_preset("scale-1024").unwrap().unwrap();
+    let n = topo.num_cores();
+    let (threads, cores) = sixteen_a_core(&topo, |i| i / 4);
     let view = View {
         now_ns: 0,
         topology: &topo,
@@ -91,38 +101,19 @@ fn bench_hetsched(c: &mut Criterion) {
     use hetsched_core::policies::hetsched::{Hetsched, HetschedConfig};
     let topo = machine_preset("scale-1024").unwrap().unwrap();
     let n = topo.num_cores();
-    let all = topo.all_cores();
-    let mut threads = Vec::new();
-    let mut cores = vec![CoreObs::default(); n];
-    for i in 0..16 * n {
-        let core = CoreId((i % n) as u32);
-        let running = cores[core.index()].current.is_none();
-        let id = ThreadId(i as u32);
-        // Threads 0..8n: one a process; 8n..16n: four a process.
-        let app = if i < 8 * n {
+    // Threads 0..8n: one a process; 8n..16n: four a process.
+    let (threads, cores) = sixteen_a_core(&topo, |i| {
+        if i < 8 * n {
             i
         } else {
             8 * n + (i - 8 * n) / 4
-        };
-        let mut t = ThreadObs::new(id, AppId(app as u32), all.clone(), topo.nodes().len());
-        t.state = if running {
-            ThreadState::Running
-        } else {
-            ThreadState::Runnable
-        };
-        t.cpu = Some(core);
-        t.allowed = CpuSet::single(core);
-        threads.push(t);
-        cores[core.index()].runnable += 1;
-        if running {
-            cores[core.index()].current = Some(id);
         }
-    }
+    });
     let mut p = Hetsched::new(HetschedConfig::default());
     let mut out = Vec::new();
     let mut now = 0;
-    // Warm: parts assigned, every part's first decision made.
-    for _ in 0..3 {
+    // One AMPS period later, a rebalance.
+    let mut step = |p: &mut Hetsched, out: &mut Vec<_>| {
         now += 4_000_000;
         let view = View {
             now_ns: now,
@@ -131,21 +122,15 @@ fn bench_hetsched(c: &mut Criterion) {
             cores: &cores,
         };
         out.clear();
-        p.rebalance(&view, &mut out);
+        p.rebalance(&view, out);
+        out.len()
+    };
+    // Warm: parts assigned, every part's first decision made.
+    for _ in 0..3 {
+        step(&mut p, &mut out);
     }
     c.bench_function("hetsched/rebalance/16k-threads-two-parts/1024-cores", |b| {
-        b.iter(|| {
-            now += 4_000_000;
-            let view = View {
-                now_ns: now,
-                topology: &topo,
-                threads: &threads,
-                cores: &cores,
-            };
-            out.clear();
-            p.rebalance(&view, &mut out);
-            out.len()
-        })
+        b.iter(|| step(&mut p, &mut out))
     });
 }
 
