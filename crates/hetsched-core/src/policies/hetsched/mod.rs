@@ -276,8 +276,9 @@ impl Hetsched {
         if masked.len() > view.threads.len() {
             masked.truncate(view.threads.len());
         }
-        // A thread of another part shows as exited, with its CPU and counters current; no part
-        // reads an exited thread's sets or residency, so those are not copied again.
+        // A thread of another part shows as exited, with its CPU, counters and residency current
+        // (numa-amp counts an exited thread's pages where its process's pages are); no part reads
+        // an exited thread's CPU sets, so those are not copied again.
         for (i, t) in view.threads.iter().enumerate() {
             let mine = part.get(i).copied().flatten() == Some(which);
             if i >= masked.len() {
@@ -290,6 +291,7 @@ impl Hetsched {
                 m.app = t.app;
                 m.cpu = t.cpu;
                 m.counters = t.counters;
+                m.resident_bytes.clone_from(&t.resident_bytes);
             }
             if !mine {
                 masked[i].state = ThreadState::Exited;
