@@ -216,40 +216,18 @@ pub fn matrix(
             Err(e) => (None, e.to_string()),
         };
         if let Some(c) = &best {
-            rows.push(Row::info(
-                format!("{} / static-best", sc.label),
-                None,
-                c.mean,
-                "x",
-                format!(
-                    "{note}; {:.3}-{:.3} over {} seeds",
-                    c.min,
-                    c.max,
-                    SEEDS.len()
-                ),
-            ));
+            rows.push(cell_row(format!("{} / static-best", sc.label), c, &note));
         }
         rows.extend(target_rows(sc, &names, &row, best.as_ref()));
         static_bests.push(best);
         notes.push(note);
         for (p, c) in names.iter().zip(&row) {
-            rows.push(Row::info(
-                format!("{} / {p}", sc.label),
-                None,
-                c.mean,
-                "x",
-                format!(
-                    "{}; {:.3}-{:.3} over {} seeds",
-                    if sc.paper == "none" {
-                        "no paper's ground".to_string()
-                    } else {
-                        format!("{}'s ground", sc.paper)
-                    },
-                    c.min,
-                    c.max,
-                    SEEDS.len()
-                ),
-            ));
+            let ground = if sc.paper == "none" {
+                "no paper's ground".to_string()
+            } else {
+                format!("{}'s ground", sc.paper)
+            };
+            rows.push(cell_row(format!("{} / {p}", sc.label), c, &ground));
         }
         cells.push(row);
     }
@@ -268,6 +246,22 @@ pub fn matrix(
         static_best_note: notes,
     });
     e
+}
+
+/// An informational row of one cell: its mean, and `what` beside its spread over the seeds.
+fn cell_row(label: String, c: &Cell, what: &str) -> Row {
+    Row::info(
+        label,
+        None,
+        c.mean,
+        "x",
+        format!(
+            "{what}; {:.3}-{:.3} over {} seeds",
+            c.min,
+            c.max,
+            SEEDS.len()
+        ),
+    )
 }
 
 /// Which paper each policy comes from (the scenarios' `paper`); the IPC-driven algorithm is the

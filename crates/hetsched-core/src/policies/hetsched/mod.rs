@@ -322,13 +322,18 @@ impl Hetsched {
         }
     }
 
-    /// Thread `t` enters part `p`; the mask it should have, if the part says.
-    fn enter(&mut self, view: &View<'_>, t: ThreadId, p: Part) -> Option<CpuSet> {
+    /// Record that thread `t` (in no part now) belongs to part `p`.
+    fn join(&mut self, t: ThreadId, p: Part) {
         if self.part.len() <= t.index() {
             self.part.resize(t.index() + 1, None);
         }
         self.part[t.index()] = Some(p);
         self.count[p.index()] += 1;
+    }
+
+    /// Thread `t` enters part `p`; the mask it should have, if the part says.
+    fn enter(&mut self, view: &View<'_>, t: ThreadId, p: Part) -> Option<CpuSet> {
+        self.join(t, p);
         // A part's start decision reads the thread and the cores' loads, never the other threads,
         // so it sees the whole view (a masked one per entering thread would cost O(threads) each).
         match p {
@@ -502,12 +507,9 @@ impl Policy for Hetsched {
             return;
         };
         if next.is_some() && self.part_of(thread) != Some(Part::Fragments) {
+            // The part's hint handling places it (its start decision would place it twice).
             self.release(view, thread);
-            if self.part.len() <= thread.index() {
-                self.part.resize(thread.index() + 1, None);
-            }
-            self.part[thread.index()] = Some(Part::Fragments);
-            self.count[Part::Fragments.index()] += 1;
+            self.join(thread, Part::Fragments);
         }
         if self.part_of(thread) == Some(Part::Fragments) {
             self.fragments.on_hint(view, thread, hint, out);
