@@ -6,7 +6,7 @@ use hetsched_core::signature::{SIGNATURE_ASSOC, SIGNATURE_SIZES};
 use hetsched_core::Signature;
 use hetsched_signature::hsb::HsbWriter;
 use hetsched_signature::input::{open, open_reader, OpenTrace};
-use hetsched_signature::readers::{read_trace, read_trace_batches, ReadStats};
+use hetsched_signature::readers::{read_trace, read_trace_into, ReadStats};
 use hetsched_signature::{record, Format, ProfileConfig, Profiler, Sampling, TraceError};
 use serde::Serialize;
 use std::io::Write;
@@ -179,9 +179,7 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
     };
     let t0 = Instant::now();
     let mut profiler = Profiler::new(cfg);
-    let stats = read_trace_batches(reader, format, &mut |b: &[hetsched_signature::Ref]| {
-        profiler.push_all(b)
-    });
+    let stats = read_trace_into(reader, format, &mut profiler);
     if let Some(mut rec) = recording {
         let status = rec.child.wait()?;
         if !status.success() && stats.is_err() {

@@ -3,16 +3,21 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use hetsched_signature::hsb::HsbWriter;
-use hetsched_signature::readers::{read_trace, read_trace_batches};
+use hetsched_signature::readers::{read_trace, read_trace_into, RefSink};
 use hetsched_signature::synthetic::{trace, Mix};
-use hetsched_signature::{Format, Kind, ProfileConfig, Profiler, Sampling};
+use hetsched_signature::{Format, Kind, ProfileConfig, Profiler, Ref, Sampling};
 use std::hint::black_box;
 
 const REFS: u64 = 2_000_000;
 
-fn hsb_bytes() -> Vec<u8> {
+/// The synthetic trace in hsb; with `x86_sizes`, instruction fetches of 1 to 15 bytes as on x86
+/// (sizes 3, 5, 6, 7, 9.. go in the payload, and the reader checks them for 0), not 4.
+fn hsb_bytes(x86_sizes: bool) -> Vec<u8> {
     let mut w = HsbWriter::new(Vec::new()).unwrap();
-    for r in trace(REFS, Mix::default(), 1) {
+    for (i, mut r) in trace(REFS, Mix::default(), 1).enumerate() {
+        if x86_sizes && r.kind == Kind::Instr {
+            r.size = 1 + (i as u32 * 7 / 3) % 15;
+        }
         w.push(r).unwrap();
     }
     w.finish().unwrap()
@@ -37,18 +42,24 @@ fn profile(bytes: &[u8], sampling: Sampling) -> u64 {
         sampling,
         ..Default::default()
     });
-    let stats = read_trace_batches(
-        bytes,
-        Format::Hsb,
-        &mut |b: &[hetsched_signature::Ref]| p.push_all(b),
-    )
-    .unwrap();
+    let stats = read_trace_into(bytes, Format::Hsb, &mut p).unwrap();
     black_box(p.finish());
     stats.refs
 }
 
+/// A consumer that does next to nothing, so the reader's own cost shows.
+struct Checksum(u64);
+
+impl RefSink for Checksum {
+    #[inline(never)]
+    fn refs(&mut self, refs: impl ExactSizeIterator<Item = Ref>) {
+        self.0 = refs.fold(self.0, |n, r| n ^ r.addr);
+    }
+}
+
 fn benches(c: &mut Criterion) {
-    let hsb = hsb_bytes();
+    let hsb = hsb_bytes(false);
+    let hsb_x86 = hsb_bytes(true);
     let lackey = lackey_bytes();
     let mut g = c.benchmark_group("signature");
     g.sample_size(10);
@@ -63,14 +74,17 @@ fn benches(c: &mut Criterion) {
     g.throughput(Throughput::Elements(REFS));
     g.bench_function("hsb reader", |b| {
         b.iter(|| {
-            let mut n = 0u64;
-            read_trace(&hsb[..], Format::Hsb, &mut |r| n += r.addr & 1).unwrap();
-            black_box(n)
+            let mut sum = Checksum(0);
+            read_trace_into(&hsb[..], Format::Hsb, &mut sum).unwrap();
+            black_box(sum.0)
         })
     });
     g.bench_function("hsb exact", |b| b.iter(|| profile(&hsb, Sampling::Exact)));
     g.bench_function("hsb shards 0.01", |b| {
         b.iter(|| profile(&hsb, Sampling::Rate(0.01)))
+    });
+    g.bench_function("hsb shards 0.01 x86 instruction sizes", |b| {
+        b.iter(|| profile(&hsb_x86, Sampling::Rate(0.01)))
     });
     g.finish();
 }

@@ -14,8 +14,12 @@ pub struct ExactStack {
     map: LineMap,
     /// One bit a time: set when the time is some line's last reference.
     bits: Vec<u64>,
-    /// Fenwick tree (1-indexed) over the words of `bits`: marks per word.
+    /// Fenwick tree (1-indexed) over the words of `bits`: marks per word, for the words before
+    /// `open_word`.
     tree: Vec<u32>,
+    /// The word `now` is in: its marks are counted from its bits, and go into the tree when
+    /// `now` moves on (so marking the newest time, once a reference, touches no tree node).
+    open_word: usize,
     now: u32,
     live: u32,
 }
@@ -38,6 +42,7 @@ impl ExactStack {
             map: LineMap::with_capacity(cap / 4),
             bits: vec![0; words],
             tree: vec![0; words + 1],
+            open_word: 0,
             now: 0,
             live: 0,
         }
@@ -101,18 +106,25 @@ impl ExactStack {
         s
     }
 
+    /// Mark `t`, the newest time.
     #[inline]
     fn mark(&mut self, t: u32) {
         let w = (t / 64) as usize;
+        if w != self.open_word {
+            let closed = self.open_word;
+            self.tree_add(closed, self.bits[closed].count_ones());
+            self.open_word = w;
+        }
         self.bits[w] |= 1 << (t % 64);
-        self.tree_add(w, 1);
     }
 
     #[inline]
     fn unmark(&mut self, t: u32) {
         let w = (t / 64) as usize;
         self.bits[w] &= !(1 << (t % 64));
-        self.tree_add(w, u32::MAX);
+        if w != self.open_word {
+            self.tree_add(w, u32::MAX);
+        }
     }
 
     /// Add `v` (wrapping: `u32::MAX` is −1) to word `w`'s count.
@@ -153,10 +165,13 @@ impl ExactStack {
         for t in 0..k as usize {
             bits[t / 64] |= 1 << (t % 64);
         }
-        // Linear-time Fenwick build over the words' counts.
+        // Linear-time Fenwick build over the counts of the words before the open one.
+        let open_word = k as usize / 64;
         let mut tree = vec![0u32; words + 1];
         for i in 1..=words {
-            tree[i] = tree[i].wrapping_add(bits[i - 1].count_ones());
+            if i - 1 < open_word {
+                tree[i] = tree[i].wrapping_add(bits[i - 1].count_ones());
+            }
             let j = i + (i & i.wrapping_neg());
             if j <= words {
                 tree[j] = tree[j].wrapping_add(tree[i]);
@@ -164,6 +179,7 @@ impl ExactStack {
         }
         self.bits = bits;
         self.tree = tree;
+        self.open_word = open_word;
         self.now = k;
     }
 }
@@ -183,6 +199,33 @@ mod tests {
             vec![None, None, None, Some(2), Some(2), Some(0), None, Some(2)]
         );
         assert_eq!(s.distinct(), 4);
+    }
+
+    #[test]
+    fn many_compactions_match_a_plain_stack() {
+        // Room for 64 times: a compaction every few dozen references, the open word at every
+        // position, removals in between.
+        let mut s = ExactStack::with_capacity(64);
+        let mut stack: Vec<u64> = Vec::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let line = x % (20 + i % 300);
+            if x.is_multiple_of(53) {
+                s.remove(line);
+                stack.retain(|&l| l != line);
+                continue;
+            }
+            let want = stack.iter().position(|&l| l == line);
+            if let Some(p) = want {
+                stack.remove(p);
+            }
+            stack.insert(0, line);
+            assert_eq!(s.access(line), want.map(|p| p as u64), "reference {i}");
+        }
+        assert_eq!(s.distinct(), stack.len() as u64);
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //! what lets a reader run at a few cycles a reference. A sequential data stream (8-byte loads one
 //! after another) takes 2 bytes a reference; a lackey line takes about 15.
 
-use crate::readers::ReadStats;
+use crate::readers::{ReadStats, RefSink};
 use crate::trace::{Kind, Ref, TraceError};
 use std::io::{Read, Write};
 
@@ -142,8 +142,14 @@ fn read_full(input: &mut impl Read, buf: &mut [u8]) -> Result<usize, TraceError>
         .map_err(|e| TraceError::whole(format!("cannot read the trace: {e}")))
 }
 
-/// Read an hsb trace, header included.
-pub fn read(mut input: impl Read, sink: &mut impl FnMut(&[Ref])) -> Result<ReadStats, TraceError> {
+/// Read an hsb trace, header included, handing each block's records to `sink` as an iterator
+/// that decodes while it is taken (so the consumer's loop and the decoder fuse into one). The
+/// block's lengths and sizes are checked as it is decoded: a bad block reaches the sink, and the
+/// read then fails naming its byte, so a consumer must drop what it made of a read that fails.
+pub fn read_records(
+    mut input: impl Read,
+    sink: &mut impl RefSink,
+) -> Result<ReadStats, TraceError> {
     let mut stats = ReadStats::default();
     let mut header = [0u8; HEADER_BYTES];
     let got = read_full(&mut input, &mut header)?;
@@ -162,9 +168,9 @@ pub fn read(mut input: impl Read, sink: &mut impl FnMut(&[Ref])) -> Result<ReadS
     }
     let mut offset = HEADER_BYTES as u64;
     let mut prev = [0u64; 2];
-    // One block: its tags, then its payload with 8 bytes of slack for word reads.
+    // One block: its tags, then its payload in a region of `MAX_RECORD_PAYLOAD` bytes a record
+    // (what the decoder may touch whatever the tags say).
     let mut block: Vec<u8> = Vec::new();
-    let mut refs: Vec<Ref> = Vec::new();
     loop {
         let mut bh = [0u8; BLOCK_HEADER];
         let got = read_full(&mut input, &mut bh)?;
@@ -190,10 +196,10 @@ pub fn read(mut input: impl Read, sink: &mut impl FnMut(&[Ref])) -> Result<ReadS
             ));
         }
         let body = n + payload;
-        if block.len() < body + 8 {
-            block.resize(body + 8, 0);
+        let region = n + n * MAX_RECORD_PAYLOAD;
+        if block.len() < region {
+            block.resize(region, 0);
         }
-        block[body..body + 8].fill(0);
         let got = read_full(&mut input, &mut block[..body])?;
         stats.bytes += got as u64;
         if got < body {
@@ -203,105 +209,274 @@ pub fn read(mut input: impl Read, sink: &mut impl FnMut(&[Ref])) -> Result<ReadS
             ));
         }
         let payload_start = offset + (BLOCK_HEADER + n) as u64;
-        decode_block(&block[..body + 8], n, payload, &mut prev, &mut refs)
-            .map_err(|(at, msg)| TraceError::byte(payload_start + at as u64, msg))?;
-        sink(&refs);
+        let (tags, data) = block[..region].split_at(n);
+        let mut end = BlockEnd {
+            prev,
+            off: 0,
+            zero_size: false,
+        };
+        // Only a size held in the payload (codes 0 and 7) can be 0: a block without one is
+        // decoded without looking for it (for a code, `tag + 32` wraps below 64 just for those).
+        let payload_sizes = tags
+            .iter()
+            .fold(0u8, |any, &t| any | (t.wrapping_add(0x20) < 0x40) as u8);
+        if payload_sizes != 0 {
+            sink.refs(Records::<true>::new(tags, data, &mut end));
+        } else {
+            sink.refs(Records::<false>::new(tags, data, &mut end));
+        }
+        // Checked after the fact: a block whose records do not use its payload exactly, or with a
+        // record of size 0, fails (the consumer has seen its records).
+        if end.off != payload || end.zero_size {
+            let (at, msg) = first_error(tags, data, payload);
+            return Err(TraceError::byte(payload_start + at as u64, msg));
+        }
+        prev = end.prev;
         stats.refs += n as u64;
         offset += (BLOCK_HEADER + body) as u64;
     }
 }
 
-/// Decode one block (`n` tags, then `payload` bytes, then at least 8 bytes of slack); on error,
-/// (payload offset, message).
-#[inline]
-fn decode_block(
-    block: &[u8],
-    n: usize,
-    payload: usize,
-    prev: &mut [u64; 2],
-    out: &mut Vec<Ref>,
-) -> Result<(), (usize, String)> {
-    // The word reads below rely on it (an invariant of `read`, not a property of the input).
-    assert!(
-        block.len() >= n + payload + 8,
-        "an hsb block without its slack"
-    );
-    let (tags, data) = block.split_at(n);
-    let mut off = 0usize;
-    // The previous addresses in registers (through memory they make a store-to-load chain from
-    // one record to the next).
-    let (mut prev_instr, mut prev_data) = (prev[0], prev[1]);
-    out.clear();
-    out.resize(
-        n,
-        Ref {
-            kind: Kind::Instr,
-            addr: 0,
-            size: 1,
-        },
-    );
-    for (&tag, slot) in tags.iter().zip(out.iter_mut()) {
-        let kind = tag & 3;
-        let len = (((tag >> 2) & 7) + 1) as usize;
-        let code = (tag >> 5) as usize;
-        let size = match code {
-            0 => {
-                let s = *data
-                    .get(off)
-                    .ok_or_else(|| (off, "a truncated record".to_string()))?
-                    as u32;
-                off += 1;
-                if s == 0 {
-                    return Err((off - 1, "a record of size 0".into()));
-                }
-                s
-            }
-            7 => {
-                let bytes = data
-                    .get(off..off + 4)
-                    .ok_or_else(|| (off, "a truncated record".to_string()))?;
-                off += 4;
-                let s = u32::from_le_bytes(bytes.try_into().unwrap_or([0; 4]));
-                if s == 0 {
-                    return Err((off - 4, "a record of size 0".into()));
-                }
-                s
-            }
-            c => SIZE_CODES[c],
+/// Per size code: the payload bytes that hold the size (codes 0 and 7), and their mask.
+const SIZE_BYTES: [usize; 8] = [1, 0, 0, 0, 0, 0, 0, 4];
+const SIZE_MASKS: [u64; 8] = [0xff, 0, 0, 0, 0, 0, 0, 0xffff_ffff];
+
+/// What a tag says, looked up once a record.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct TagInfo {
+    /// The mask of the delta's bytes.
+    delta_mask: u64,
+    /// The mask of the size's bytes in the payload (0 when the tag holds the size).
+    size_mask: u64,
+    /// The size when the tag holds it (0 otherwise).
+    size: u32,
+    /// Payload bytes before the delta (the size's).
+    size_bytes: u8,
+    /// Payload bytes of the record.
+    advance: u8,
+}
+
+/// `TagInfo` of every tag.
+static TAGS: [TagInfo; 256] = {
+    let mut t = [TagInfo {
+        delta_mask: 0,
+        size_mask: 0,
+        size: 0,
+        size_bytes: 0,
+        advance: 0,
+    }; 256];
+    let mut tag = 0;
+    while tag < 256 {
+        let len = ((tag >> 2) & 7) + 1;
+        let code = tag >> 5;
+        t[tag] = TagInfo {
+            delta_mask: BYTE_MASKS[len],
+            size_mask: SIZE_MASKS[code],
+            size: SIZE_CODES[code],
+            size_bytes: SIZE_BYTES[code] as u8,
+            advance: (SIZE_BYTES[code] + len) as u8,
         };
-        if off + len > payload {
-            return Err((off, "a record past the end of its block".into()));
+        tag += 1;
+    }
+    t
+};
+
+/// The first fault of a block that failed its checks: (payload offset, message).
+fn first_error(tags: &[u8], data: &[u8], payload: usize) -> (usize, String) {
+    let mut off = 0usize;
+    for &tag in tags {
+        let code = (tag >> 5) as usize;
+        let size_bytes = SIZE_BYTES[code];
+        if off + size_bytes > payload {
+            return (off, "a truncated record".into());
         }
-        // SAFETY: off + len <= payload (checked above) and `data` holds payload + 8 bytes (the
-        // caller's slack), so the 8 bytes at `off` are inside `data`; read_unaligned has no
-        // alignment requirement.
-        let word = unsafe { std::ptr::read_unaligned(data.as_ptr().add(off) as *const u64) };
-        let delta = u64::from_le(word) & BYTE_MASKS[len];
+        if size_bytes > 0 && data[off..off + size_bytes].iter().all(|&b| b == 0) {
+            return (off, "a record of size 0".into());
+        }
+        off += size_bytes;
+        let len = (((tag >> 2) & 7) + 1) as usize;
+        if off + len > payload {
+            return (off, "a record past the end of its block".into());
+        }
         off += len;
+    }
+    if off != payload {
+        return (off, format!("{} payload bytes left over", payload - off));
+    }
+    (0, "a block that does not decode".into())
+}
+
+/// What decoding a block leaves for the reader: the streams' last addresses, the payload bytes
+/// the records took, and whether a record had a size of 0.
+struct BlockEnd {
+    prev: [u64; 2],
+    off: usize,
+    zero_size: bool,
+}
+
+/// The records of one block, decoded as they are taken, without a bounds check: whatever its tags
+/// say, a record moves at most `MAX_RECORD_PAYLOAD` bytes on and the payload lies in a region of
+/// that many bytes a record. The consumer owns it (its state then lives in registers, not behind
+/// a pointer); dropping it decodes what the consumer left and hands the block's end back to the
+/// reader, which checks it. `PAYLOAD_SIZES`: some tag of the block says its size is in the
+/// payload (otherwise every size comes from the tag and none can be 0).
+pub struct Records<'a, const PAYLOAD_SIZES: bool> {
+    tags: std::slice::Iter<'a, u8>,
+    /// The payload's region: `MAX_RECORD_PAYLOAD` bytes for each tag.
+    data: &'a [u8],
+    off: usize,
+    prev_instr: u64,
+    prev_data: u64,
+    zero_size: bool,
+    end: &'a mut BlockEnd,
+}
+
+impl<'a, const PAYLOAD_SIZES: bool> Records<'a, PAYLOAD_SIZES> {
+    fn new(tags: &'a [u8], data: &'a [u8], end: &'a mut BlockEnd) -> Self {
+        debug_assert!(data.len() >= tags.len() * MAX_RECORD_PAYLOAD);
+        Records {
+            tags: tags.iter(),
+            data,
+            off: 0,
+            prev_instr: end.prev[0],
+            prev_data: end.prev[1],
+            zero_size: false,
+            end,
+        }
+    }
+}
+
+impl<const PAYLOAD_SIZES: bool> Drop for Records<'_, PAYLOAD_SIZES> {
+    fn drop(&mut self) {
+        for _ in self.by_ref() {}
+        *self.end = BlockEnd {
+            prev: [self.prev_instr, self.prev_data],
+            off: self.off,
+            zero_size: self.zero_size,
+        };
+    }
+}
+
+impl<const PAYLOAD_SIZES: bool> Records<'_, PAYLOAD_SIZES> {
+    /// Decode the record of `tag` at payload offset `*off`, from the streams' last addresses.
+    #[inline(always)]
+    fn decode(
+        &self,
+        tag: u8,
+        off: &mut usize,
+        (prev_instr, prev_data): (&mut u64, &mut u64),
+        zero_size: &mut bool,
+    ) -> Ref {
+        let kind = tag & 3;
+        let info = &TAGS[tag as usize];
+        // SAFETY: before this record `off` is at most `MAX_RECORD_PAYLOAD` (12) bytes a record
+        // taken, and the reads below, 8 bytes at `off` and 8 at `off + size_bytes` (at most 4),
+        // end within 12 bytes of it: inside `data`, which holds 12 bytes for every tag.
+        // read_unaligned has no alignment requirement.
+        debug_assert!(*off + info.size_bytes as usize + 8 <= self.data.len());
+        let p = unsafe { self.data.as_ptr().add(*off) };
+        let (size, word) = if PAYLOAD_SIZES {
+            // SAFETY: as above.
+            let (head, word) = unsafe {
+                let q = p.add(info.size_bytes as usize);
+                (
+                    u64::from_le(std::ptr::read_unaligned(p as *const u64)),
+                    u64::from_le(std::ptr::read_unaligned(q as *const u64)),
+                )
+            };
+            // The size without a branch: from the tag, or from the payload's first bytes.
+            let size = (info.size as u64 | (head & info.size_mask)) as u32;
+            *zero_size |= size == 0;
+            (size, word)
+        } else {
+            // SAFETY: as above (the size takes no payload byte).
+            let word = unsafe { u64::from_le(std::ptr::read_unaligned(p as *const u64)) };
+            (info.size, word)
+        };
+        *off += info.advance as usize;
+        let delta = word & info.delta_mask;
+        // Both streams' last addresses as named values, updated by selects (an array indexed by
+        // the stream would live in memory, a store-to-load chain from record to record).
         let is_data = kind != 0;
-        let base = if is_data { prev_data } else { prev_instr };
+        let base = if is_data { *prev_data } else { *prev_instr };
         let addr = base.wrapping_add(unzigzag(delta) as u64);
         if is_data {
-            prev_data = addr;
+            *prev_data = addr;
         } else {
-            prev_instr = addr;
+            *prev_instr = addr;
         }
-        *slot = Ref {
+        Ref {
             kind: Kind::from_code(kind),
             addr,
             size,
-        };
+        }
     }
-    *prev = [prev_instr, prev_data];
-    if off != payload {
-        return Err((off, format!("{} payload bytes left over", payload - off)));
-    }
-    Ok(())
 }
+
+impl<const PAYLOAD_SIZES: bool> Iterator for Records<'_, PAYLOAD_SIZES> {
+    type Item = Ref;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Ref> {
+        let &tag = self.tags.next()?;
+        let (mut off, mut prev_instr, mut prev_data, mut zero_size) =
+            (self.off, self.prev_instr, self.prev_data, self.zero_size);
+        let r = self.decode(
+            tag,
+            &mut off,
+            (&mut prev_instr, &mut prev_data),
+            &mut zero_size,
+        );
+        (self.off, self.prev_instr, self.prev_data, self.zero_size) =
+            (off, prev_instr, prev_data, zero_size);
+        Some(r)
+    }
+
+    /// The whole block in one loop with the decoder's state in locals (through `self` the
+    /// streams' last addresses make a store-to-load chain from one record to the next).
+    #[inline(always)]
+    fn fold<B, F: FnMut(B, Ref) -> B>(mut self, init: B, mut f: F) -> B {
+        let (mut off, mut prev_instr, mut prev_data, mut zero_size) =
+            (self.off, self.prev_instr, self.prev_data, self.zero_size);
+        let mut acc = init;
+        let tags = std::mem::replace(&mut self.tags, [].iter());
+        for &tag in tags {
+            let r = self.decode(
+                tag,
+                &mut off,
+                (&mut prev_instr, &mut prev_data),
+                &mut zero_size,
+            );
+            acc = f(acc, r);
+        }
+        (self.off, self.prev_instr, self.prev_data, self.zero_size) =
+            (off, prev_instr, prev_data, zero_size);
+        acc
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.tags.size_hint()
+    }
+}
+
+impl<const PAYLOAD_SIZES: bool> ExactSizeIterator for Records<'_, PAYLOAD_SIZES> {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every block's references, collected.
+    fn read(input: &[u8], sink: &mut impl FnMut(&[Ref])) -> Result<ReadStats, TraceError> {
+        struct Blocks<'a, F>(&'a mut F);
+        impl<F: FnMut(&[Ref])> RefSink for Blocks<'_, F> {
+            fn refs(&mut self, refs: impl ExactSizeIterator<Item = Ref>) {
+                let block: Vec<Ref> = refs.collect();
+                (self.0)(&block)
+            }
+        }
+        read_records(input, &mut Blocks(sink))
+    }
 
     fn encode(refs: &[Ref]) -> Vec<u8> {
         let mut w = HsbWriter::new(Vec::new()).unwrap();
@@ -399,6 +574,58 @@ mod tests {
             bytes.len()
         );
         assert_eq!(roundtrip(&refs), refs);
+    }
+
+    #[test]
+    fn a_size_of_zero_and_left_over_bytes_name_their_byte() {
+        let load = |size| Ref {
+            kind: Kind::Load,
+            addr: 0x40,
+            size,
+        };
+        // Header (8), block header (8), the tag at 16, the payload from 17: size, then delta.
+        let byte_size = encode(&[load(3)]);
+        let mut zero = byte_size.clone();
+        zero[17] = 0;
+        let e = read(&zero[..], &mut |_: &[Ref]| {}).unwrap_err();
+        assert_eq!(e.to_string(), "byte 17: a record of size 0");
+        let word_size = encode(&[load(4096)]);
+        let mut zero = word_size.clone();
+        zero[17..21].fill(0);
+        let e = read(&zero[..], &mut |_: &[Ref]| {}).unwrap_err();
+        assert_eq!(e.to_string(), "byte 17: a record of size 0");
+        // The block claims one payload byte more than its record takes.
+        let mut left = byte_size.clone();
+        left[12..16].copy_from_slice(&3u32.to_le_bytes());
+        left.push(0);
+        let e = read(&left[..], &mut |_: &[Ref]| {}).unwrap_err();
+        assert_eq!(e.to_string(), "byte 19: 1 payload bytes left over");
+    }
+
+    #[test]
+    fn tags_that_overstate_their_records_fail_inside_the_block() {
+        // Every tag claims a u32 size and an 8-byte delta (12 bytes) over a payload of one byte a
+        // record: the decoder runs past the payload, never past its region, and the reader
+        // refuses the block where its records first overrun it.
+        let n = 1000usize;
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        bytes.extend_from_slice(&(n as u32).to_le_bytes());
+        bytes.extend_from_slice(&(n as u32).to_le_bytes());
+        bytes.extend(std::iter::repeat_n(0xffu8, n));
+        bytes.extend(std::iter::repeat_n(1u8, n));
+        let mut seen = 0;
+        let e = read(&bytes[..], &mut |b: &[Ref]| seen += b.len()).unwrap_err();
+        // 83 whole records fit in 1000 bytes; the 84th's delta runs past them.
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "byte {}: a record past the end of its block",
+                16 + n + 83 * 12 + 4
+            )
+        );
+        // The bad block's references reached the consumer, which must drop them.
+        assert_eq!(seen, n);
     }
 
     #[test]

@@ -33,19 +33,21 @@ pub fn open(path: &Path, format: Option<Format>) -> Result<OpenTrace, TraceError
 pub fn open_reader(raw: Box<dyn Read>, format: Option<Format>) -> Result<OpenTrace, TraceError> {
     let mut buffered = BufReader::with_capacity(BUFFER, raw);
     let head = fill(&mut buffered)?;
-    let (reader, compression): (Box<dyn Read>, &'static str) = if head.starts_with(&GZIP_MAGIC) {
-        (
-            Box::new(flate2::read::MultiGzDecoder::new(buffered)),
-            "gzip",
-        )
-    } else if head.starts_with(&ZSTD_MAGIC) {
-        let d = ruzstd::StreamingDecoder::new(buffered)
-            .map_err(|e| TraceError::byte(0, format!("a zstd stream that does not start: {e}")))?;
-        (Box::new(d), "zstd")
-    } else {
-        (Box::new(buffered), "none")
-    };
-    let mut plain = BufReader::with_capacity(BUFFER, reader);
+    // A decompressor gets a buffer of its own for the format's first bytes; a plain stream keeps
+    // its one buffer (another would copy every byte once more).
+    let (mut plain, compression): (BufReader<Box<dyn Read>>, &'static str) =
+        if head.starts_with(&GZIP_MAGIC) {
+            let gz: Box<dyn Read> = Box::new(flate2::read::MultiGzDecoder::new(buffered));
+            (BufReader::with_capacity(BUFFER, gz), "gzip")
+        } else if head.starts_with(&ZSTD_MAGIC) {
+            let zstd: Box<dyn Read> =
+                Box::new(ruzstd::StreamingDecoder::new(buffered).map_err(|e| {
+                    TraceError::byte(0, format!("a zstd stream that does not start: {e}"))
+                })?);
+            (BufReader::with_capacity(BUFFER, zstd), "zstd")
+        } else {
+            (buffered, "none")
+        };
     let head = fill(&mut plain)?;
     let format = match format {
         Some(f) => f,

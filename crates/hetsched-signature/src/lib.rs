@@ -27,7 +27,7 @@ pub fn profile_reader(
     cfg: ProfileConfig,
 ) -> Result<(Vec<WindowProfile>, readers::ReadStats, f64), TraceError> {
     let mut p = Profiler::new(cfg);
-    let stats = readers::read_trace_batches(reader, format, &mut |b: &[Ref]| p.push_all(b))?;
+    let stats = readers::read_trace_into(reader, format, &mut p)?;
     let rate = p.sample_rate();
     Ok((p.finish(), stats, rate))
 }

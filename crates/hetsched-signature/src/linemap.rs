@@ -158,11 +158,15 @@ impl LineMap {
         let cap = old.len() * 2;
         self.entries = vec![VACANT; cap];
         self.mask = cap - 1;
-        self.len = 0;
-        for e in old {
-            if e.key != EMPTY {
-                self.insert(e.key, e.value);
+        // Keys are distinct: each goes to the first vacant slot from its home, no comparison of
+        // keys. A slot's home is the hash's top bits, so in order the old slots fill the new
+        // table front to back, near sequentially.
+        for e in old.into_iter().filter(|e| e.key != EMPTY) {
+            let mut i = self.slot(e.key);
+            while self.entries[i].key != EMPTY {
+                i = (i + 1) & self.mask;
             }
+            self.entries[i] = e;
         }
     }
 }

@@ -49,6 +49,66 @@ impl Default for ProfileConfig {
 /// latency when the working set is larger than the caches.
 const LOOKAHEAD: usize = 16;
 
+/// References the sampled path takes in one batch (an hsb block holds at most as many; a larger
+/// batch is split).
+const NOTE_CAPACITY: usize = crate::hsb::MAX_BLOCK_RECORDS;
+
+/// The first and last cache lines of an access of `size` bytes at `addr` (a size of 0 counts
+/// as 1).
+#[inline(always)]
+fn lines(addr: u64, size: u32, shift: u32) -> (u64, u64) {
+    let first = addr >> shift;
+    let last = addr.saturating_add(size.max(1) as u64 - 1) >> shift;
+    (first, last)
+}
+
+/// The data references (address, size) a batch's first pass notes: `NOTE_CAPACITY` of each once
+/// used.
+#[derive(Default)]
+struct Noted {
+    addr: Vec<u64>,
+    size: Vec<u32>,
+}
+
+impl Noted {
+    /// Both arrays, made on first use.
+    fn arrays(&mut self) -> (&mut [u64; NOTE_CAPACITY], &mut [u32; NOTE_CAPACITY]) {
+        if self.addr.is_empty() {
+            // Zeroed allocations: pages the batches never reach are never touched.
+            self.addr = vec![0; NOTE_CAPACITY];
+            self.size = vec![0; NOTE_CAPACITY];
+        }
+        match (
+            self.addr.as_mut_slice().try_into(),
+            self.size.as_mut_slice().try_into(),
+        ) {
+            (Ok(addr), Ok(size)) => (addr, size),
+            _ => unreachable!("the notes hold NOTE_CAPACITY references"),
+        }
+    }
+}
+
+/// The first pass of a batch: (data references, how many were noted). Each data reference is
+/// written to the next free place and kept there when `keep` says so: no branch on `keep`.
+#[inline(always)]
+fn note_data(
+    refs: impl Iterator<Item = Ref>,
+    noted_addr: &mut [u64; NOTE_CAPACITY],
+    noted_size: &mut [u32; NOTE_CAPACITY],
+    keep: impl Fn(u64, u32) -> bool,
+) -> (u64, usize) {
+    let (data, kept) = refs.fold((0u64, 0usize), |(data, kept), r| {
+        if r.kind == Kind::Instr {
+            return (data, kept);
+        }
+        // The mask keeps the index in the arrays (`kept` is below the batch's length anyway).
+        noted_addr[kept % NOTE_CAPACITY] = r.addr;
+        noted_size[kept % NOTE_CAPACITY] = r.size;
+        (data + 1, kept + keep(r.addr, r.size) as usize)
+    });
+    (data, kept.min(NOTE_CAPACITY))
+}
+
 enum Engine {
     Exact(ExactStack),
     Shards(Shards),
@@ -85,6 +145,8 @@ pub struct Profiler {
     ahead_start: usize,
     /// Trace references (records that are memory accesses) seen.
     pub refs: u64,
+    /// The references a batch's first pass notes for the sampler.
+    noted: Noted,
 }
 
 impl Profiler {
@@ -111,6 +173,7 @@ impl Profiler {
             ahead_len: 0,
             ahead_start: 0,
             refs: 0,
+            noted: Noted::default(),
         }
     }
 
@@ -129,8 +192,7 @@ impl Profiler {
                 return;
             }
         }
-        let first = r.addr >> self.shift;
-        let last = r.addr.saturating_add(r.size.max(1) as u64 - 1) >> self.shift;
+        let (first, last) = lines(r.addr, r.size, self.shift);
         self.current.line_refs += last - first + 1;
         let hist = &mut self.current.histogram;
         match &mut self.engine {
@@ -178,35 +240,76 @@ impl Profiler {
 
     /// Process a batch of references.
     pub fn push_all(&mut self, refs: &[Ref]) {
-        // The common sampled case in one loop with its counters in registers.
-        if let (Engine::Shards(s), None, false) = (
-            &mut self.engine,
-            self.cfg.window,
-            self.cfg.include_instructions,
-        ) {
-            let hist = &mut self.current.histogram;
-            let (mut instructions, mut line_refs) = (0u64, 0u64);
-            for r in refs {
-                if r.kind == Kind::Instr {
-                    instructions += 1;
-                    continue;
-                }
-                let first = r.addr >> self.shift;
-                let last = r.addr.saturating_add(r.size.max(1) as u64 - 1) >> self.shift;
-                line_refs += last - first + 1;
-                s.access(first, hist);
-                for line in first + 1..=last {
-                    s.access(line, hist);
-                }
-            }
-            self.refs += refs.len() as u64;
-            self.current.instructions += instructions;
-            self.current.line_refs += line_refs;
+        for chunk in refs.chunks(NOTE_CAPACITY) {
+            self.push_iter(chunk.iter().copied());
+        }
+    }
+
+    /// Process references as an iterator yields them (a decoder's, fused into this loop).
+    ///
+    /// Without windows and instruction references, a batch goes in two passes. The first, fused
+    /// with the decoder, keeps its state in registers and calls nothing (a call in the loop would
+    /// push that state to the stack): it counts, and notes in order the data references the
+    /// engine must see: all of them for the exact engine; for SHARDS those whose first line's
+    /// hash is in the sample and those that span lines (the hash is checked again, per line, in
+    /// the second pass). The second pass hands the noted references' lines to the engine.
+    #[inline(always)]
+    pub fn push_iter(&mut self, refs: impl ExactSizeIterator<Item = Ref>) {
+        let n = refs.len();
+        if self.cfg.window.is_some()
+            || self.cfg.include_instructions
+            || !(1..=NOTE_CAPACITY).contains(&n)
+        {
+            // `for_each` rather than a loop: it folds, which keeps a decoder's state in registers.
+            refs.for_each(|r| self.push(r));
             return;
         }
-        for &r in refs {
-            self.push(r);
-        }
+        // Lines the per-reference path left waiting go first.
+        self.drain();
+        let shift = self.shift;
+        let (noted_addr, noted_size) = self.noted.arrays();
+        let hist = &mut self.current.histogram;
+        let (data, line_refs) = match &mut self.engine {
+            Engine::Shards(s) => {
+                let threshold = s.threshold();
+                let line_offset = (1u64 << shift) - 1;
+                let (data, kept) = note_data(refs, noted_addr, noted_size, |addr, size| {
+                    let spans = (addr & line_offset) + size as u64 > line_offset + 1;
+                    Shards::in_sample(addr >> shift, threshold) | spans
+                });
+                let mut line_refs = data;
+                for (&addr, &size) in noted_addr[..kept].iter().zip(&noted_size[..kept]) {
+                    let (first, last) = lines(addr, size, shift);
+                    line_refs += last - first;
+                    for line in first..=last {
+                        s.access(line, hist);
+                    }
+                }
+                (data, line_refs)
+            }
+            Engine::Exact(e) => {
+                let (data, kept) = note_data(refs, noted_addr, noted_size, |_, _| true);
+                let mut line_refs = 0;
+                for i in 0..kept {
+                    // The hash-map slot of a line `LOOKAHEAD` references on.
+                    if i + LOOKAHEAD < kept {
+                        e.prefetch(noted_addr[i + LOOKAHEAD] >> shift);
+                    }
+                    let (first, last) = lines(noted_addr[i], noted_size[i], shift);
+                    line_refs += last - first + 1;
+                    for line in first..=last {
+                        match e.access(line) {
+                            Some(d) => hist.add(d, 1.0),
+                            None => hist.add_cold(1.0),
+                        }
+                    }
+                }
+                (data, line_refs)
+            }
+        };
+        self.refs += n as u64;
+        self.current.instructions += n as u64 - data;
+        self.current.line_refs += line_refs;
     }
 
     fn close_window(&mut self) {
@@ -242,6 +345,15 @@ impl Profiler {
 
     pub fn config(&self) -> &ProfileConfig {
         &self.cfg
+    }
+}
+
+impl crate::readers::RefSink for Profiler {
+    /// Not inlined: a batch's loop compiled on its own has the registers to itself (inlined
+    /// into a reader's loop, its state went to the stack).
+    #[inline(never)]
+    fn refs(&mut self, refs: impl ExactSizeIterator<Item = Ref>) {
+        self.push_iter(refs)
     }
 }
 
@@ -299,7 +411,22 @@ mod tests {
 
     #[test]
     fn batches_and_single_references_give_the_same_profile() {
-        let refs: Vec<Ref> = crate::synthetic::trace(50_000, Default::default(), 4).collect();
+        let mut refs: Vec<Ref> = crate::synthetic::trace(50_000, Default::default(), 4).collect();
+        // Some references spanning lines (the sampled path notes them whatever their hash),
+        // one of size 0, and one a line from the top of the address space.
+        for (i, r) in refs
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, r)| r.kind != Kind::Instr)
+        {
+            match i % 97 {
+                1 => (r.addr, r.size) = (r.addr + 60, 8),
+                3 => (r.addr, r.size) = (r.addr + 1, 300),
+                _ => {}
+            }
+        }
+        refs[1].size = 0;
+        refs[3].addr = u64::MAX - 10;
         for sampling in [Sampling::Exact, Sampling::Rate(0.1), Sampling::Size(500)] {
             let cfg = ProfileConfig {
                 sampling,

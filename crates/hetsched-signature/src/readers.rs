@@ -27,29 +27,25 @@ pub struct ReadStats {
 /// References handed over at once by the text readers.
 const BATCH: usize = 4096;
 
-/// Read a whole trace of `format` from `input`, one reference at a time.
-pub fn read_trace(
-    input: impl Read,
-    format: Format,
-    sink: &mut impl FnMut(Ref),
-) -> Result<ReadStats, TraceError> {
-    read_trace_batches(input, format, &mut |batch: &[Ref]| {
-        for &r in batch {
-            sink(r)
-        }
-    })
+/// A consumer of references, a batch at a time. The batch is an iterator, generic so that a
+/// reader can hand over one that decodes as it is taken and the consumer's loop fuses with the
+/// decoder (hsb); the text readers hand over their parsed batches.
+pub trait RefSink {
+    /// The next references, in trace order.
+    fn refs(&mut self, refs: impl ExactSizeIterator<Item = Ref>);
 }
 
-/// Read a whole trace of `format` from `input`, a batch of references at a time.
-pub fn read_trace_batches(
+/// Read a whole trace of `format` from `input` into `sink`. On an error the sink may have been
+/// given some references of the bad hsb block: what it made of them is to be dropped.
+pub fn read_trace_into(
     input: impl Read,
     format: Format,
-    sink: &mut impl FnMut(&[Ref]),
+    sink: &mut impl RefSink,
 ) -> Result<ReadStats, TraceError> {
     let stats = match format {
         Format::Lackey => read_lines(input, sink, lackey_line)?,
         Format::Din => read_lines(input, sink, din_line)?,
-        Format::Hsb => hsb::read(input, sink)?,
+        Format::Hsb => hsb::read_records(input, sink)?,
     };
     if stats.refs == 0 {
         return Err(TraceError::whole(if stats.bytes == 0 {
@@ -61,12 +57,27 @@ pub fn read_trace_batches(
     Ok(stats)
 }
 
+/// Read a whole trace of `format` from `input`, one reference at a time (as `read_trace_into`).
+pub fn read_trace(
+    input: impl Read,
+    format: Format,
+    sink: &mut impl FnMut(Ref),
+) -> Result<ReadStats, TraceError> {
+    struct EachRef<'a, F>(&'a mut F);
+    impl<F: FnMut(Ref)> RefSink for EachRef<'_, F> {
+        fn refs(&mut self, refs: impl ExactSizeIterator<Item = Ref>) {
+            refs.for_each(&mut *self.0)
+        }
+    }
+    read_trace_into(input, format, &mut EachRef(sink))
+}
+
 /// A line parser: `Ok(Some(ref))` for a reference, `Ok(None)` for a line to skip.
 type LineParser = fn(&[u8]) -> Result<Option<Ref>, String>;
 
 fn read_lines(
     mut input: impl Read,
-    sink: &mut impl FnMut(&[Ref]),
+    sink: &mut impl RefSink,
     parse: LineParser,
 ) -> Result<ReadStats, TraceError> {
     let mut batch: Vec<Ref> = Vec::with_capacity(BATCH);
@@ -87,8 +98,7 @@ fn read_lines(
             handle_line(line, stats.lines, parse, &mut batch)?;
             if batch.len() == BATCH {
                 stats.refs += batch.len() as u64;
-                sink(&batch);
-                batch.clear();
+                sink.refs(batch.drain(..));
             }
             start += nl + 1;
         }
@@ -101,7 +111,7 @@ fn read_lines(
                 handle_line(&line, stats.lines, parse, &mut batch)?;
             }
             stats.refs += batch.len() as u64;
-            sink(&batch);
+            sink.refs(batch.drain(..));
             return Ok(stats);
         }
         if rest > MAX_LINE {

@@ -76,6 +76,17 @@ impl Shards {
         self.stack.distinct()
     }
 
+    /// The hash threshold `T` in force: lines hashing below it are in the sample.
+    pub fn threshold(&self) -> u64 {
+        self.threshold
+    }
+
+    /// `line` is in the sample at `threshold`.
+    #[inline(always)]
+    pub fn in_sample(line: u64, threshold: u64) -> bool {
+        mix(line) < threshold
+    }
+
     /// Reference `line`.
     #[inline(always)]
     pub fn access(&mut self, line: u64, hist: &mut Histogram) {

@@ -3,9 +3,11 @@
 
 use hetsched_signature::exact::ExactStack;
 use hetsched_signature::histogram::Histogram;
+use hetsched_signature::hsb::HsbWriter;
+use hetsched_signature::readers::read_trace_into;
 use hetsched_signature::shards::Shards;
 use hetsched_signature::synthetic::{trace, Mix};
-use hetsched_signature::{Kind, ProfileConfig, Profiler, Sampling};
+use hetsched_signature::{Format, Kind, ProfileConfig, Profiler, Sampling};
 use proptest::prelude::*;
 
 /// Mattson's stack, literally: a vector, most recent first; the distance is the position.
@@ -140,14 +142,14 @@ fn the_binomial_model_predicts_a_set_associative_cache() {
     assert!((fa - direct).abs() < 1e-12, "{fa} vs {direct}");
 }
 
-fn mrc(sampling: Sampling, refs: u64) -> Vec<f64> {
+/// The miss-ratio curve of the trace read from hsb, as `hetsched signature` reads it (the sampled
+/// engine's batched path).
+fn mrc(sampling: Sampling, hsb: &[u8]) -> Vec<f64> {
     let mut p = Profiler::new(ProfileConfig {
         sampling,
         ..Default::default()
     });
-    for r in trace(refs, Mix::default(), 11) {
-        p.push(r);
-    }
+    read_trace_into(hsb, Format::Hsb, &mut p).unwrap();
     let w = p.finish();
     w[0].histogram.miss_ratio_curve(64)
 }
@@ -159,10 +161,14 @@ fn mrc(sampling: Sampling, refs: u64) -> Vec<f64> {
 /// spatial sampling needs many distinct lines.)
 #[test]
 fn shards_curves_are_within_a_hundredth_of_exact() {
-    let refs = 8_000_000;
-    let exact = mrc(Sampling::Exact, refs);
+    let mut w = HsbWriter::new(Vec::new()).unwrap();
+    for r in trace(8_000_000, Mix::default(), 11) {
+        w.push(r).unwrap();
+    }
+    let hsb = w.finish().unwrap();
+    let exact = mrc(Sampling::Exact, &hsb);
     for sampling in [Sampling::Rate(0.01), Sampling::Size(8192)] {
-        let approx = mrc(sampling, refs);
+        let approx = mrc(sampling, &hsb);
         let mae = exact
             .iter()
             .zip(&approx)
