@@ -2,24 +2,30 @@
 //! as Bennett and Kruskal first proposed it (1975). A hash map gives each line the time of its last
 //! reference; the times that are some line's last reference are marked. The distance of a
 //! reference to a line last seen at time `t` is the number of marks after `t`: the distinct lines
-//! referenced since. Marks are bits of a bitset, counted through a Fenwick tree over its 64-bit
-//! words (the tree is 1/64 of the times, small enough to stay in cache; a count within a word is
-//! one popcount). When the times run out, the live marks are renumbered 0..distinct in time order
+//! referenced since. Marks are bits of a bitset, counted at three levels: a popcount within a
+//! 64-bit word, a byte of marks per word summed within a group of 8 words (one 8-byte load), and a
+//! Fenwick tree over the groups (1/512 of the times, small enough to stay in the first-level
+//! cache). When the times run out, the live marks are renumbered 0..distinct in time order
 //! (compaction), so memory stays proportional to the distinct lines, not to the trace.
 
 use crate::linemap::LineMap;
+
+/// Words of the bitset a group counts.
+const GROUP: usize = 8;
 
 /// The exact stack-distance engine.
 pub struct ExactStack {
     map: LineMap,
     /// One bit a time: set when the time is some line's last reference.
     bits: Vec<u64>,
-    /// Fenwick tree (1-indexed) over the words of `bits`: marks per word, for the words before
-    /// `open_word`.
+    /// Marks in each word of `bits` (at most 64).
+    counts: Vec<u8>,
+    /// Fenwick tree (1-indexed) over the groups of `GROUP` words: marks per group, for the groups
+    /// before `open_group`.
     tree: Vec<u32>,
-    /// The word `now` is in: its marks are counted from its bits, and go into the tree when
-    /// `now` moves on (so marking the newest time, once a reference, touches no tree node).
-    open_word: usize,
+    /// The group `now` is in: its marks are counted from its words' counts, and go into the tree
+    /// when `now` moves on (so marking the newest time, once a reference, touches no tree node).
+    open_group: usize,
     now: u32,
     live: u32,
 }
@@ -35,14 +41,15 @@ impl ExactStack {
         Self::with_capacity(1 << 16)
     }
 
-    /// Room for `cap` times (a multiple of 64) before the first compaction.
+    /// Room for `cap` times (a multiple of 512) before the first compaction.
     fn with_capacity(cap: usize) -> Self {
-        let words = cap.div_ceil(64).max(1);
+        let groups = cap.div_ceil(64 * GROUP).max(1);
         ExactStack {
             map: LineMap::with_capacity(cap / 4),
-            bits: vec![0; words],
-            tree: vec![0; words + 1],
-            open_word: 0,
+            bits: vec![0; groups * GROUP],
+            counts: vec![0; groups * GROUP],
+            tree: vec![0; groups + 1],
+            open_group: 0,
             now: 0,
             live: 0,
         }
@@ -53,8 +60,8 @@ impl ExactStack {
         self.live as u64
     }
 
-    /// Reference `line`: its stack distance (distinct other lines since its last reference), or
-    /// `None` the first time.
+    /// Reference `line` (any but `u64::MAX`): its stack distance (distinct other lines since its
+    /// last reference), or `None` the first time.
     #[inline]
     pub fn access(&mut self, line: u64) -> Option<u64> {
         if self.now as usize == self.bits.len() * 64 {
@@ -96,9 +103,20 @@ impl ExactStack {
     #[inline]
     fn marks_through(&self, t: u32) -> u32 {
         let w = (t / 64) as usize;
-        let within = self.bits[w] & (u64::MAX >> (63 - t % 64));
-        let mut i = w; // Fenwick prefix over words 0..w (1-indexed: through index w).
-        let mut s = within.count_ones();
+        let g = w / GROUP;
+        let within_word = (self.bits[w] & (u64::MAX >> (63 - t % 64))).count_ones();
+        // The counts of the group's words before `w`: eight bytes, the later ones masked off,
+        // summed in 16-bit lanes (each lane at most 2 × 64).
+        let group = &self.counts[g * GROUP..g * GROUP + GROUP];
+        let bytes = u64::from_le_bytes([
+            group[0], group[1], group[2], group[3], group[4], group[5], group[6], group[7],
+        ]);
+        let before = bytes & ((1u64 << (8 * (w % GROUP))) - 1);
+        const LANES: u64 = 0x00ff_00ff_00ff_00ff;
+        let pairs = (before & LANES) + ((before >> 8) & LANES);
+        let within_group = (pairs.wrapping_mul(0x0001_0001_0001_0001) >> 48) as u32;
+        let mut s = within_word + within_group;
+        let mut i = g; // Fenwick prefix over groups 0..g (1-indexed: through index g).
         while i > 0 {
             s += self.tree[i];
             i &= i - 1;
@@ -110,28 +128,36 @@ impl ExactStack {
     #[inline]
     fn mark(&mut self, t: u32) {
         let w = (t / 64) as usize;
-        if w != self.open_word {
-            let closed = self.open_word;
-            self.tree_add(closed, self.bits[closed].count_ones());
-            self.open_word = w;
+        let g = w / GROUP;
+        if g != self.open_group {
+            let closed = self.open_group;
+            let marks: u32 = self.counts[closed * GROUP..closed * GROUP + GROUP]
+                .iter()
+                .map(|&c| c as u32)
+                .sum();
+            self.tree_add(closed, marks);
+            self.open_group = g;
         }
         self.bits[w] |= 1 << (t % 64);
+        self.counts[w] += 1;
     }
 
     #[inline]
     fn unmark(&mut self, t: u32) {
         let w = (t / 64) as usize;
         self.bits[w] &= !(1 << (t % 64));
-        if w != self.open_word {
-            self.tree_add(w, u32::MAX);
+        self.counts[w] -= 1;
+        let g = w / GROUP;
+        if g != self.open_group {
+            self.tree_add(g, u32::MAX);
         }
     }
 
-    /// Add `v` (wrapping: `u32::MAX` is −1) to word `w`'s count.
+    /// Add `v` (wrapping: `u32::MAX` is −1) to group `g`'s count.
     #[inline]
-    fn tree_add(&mut self, w: usize, v: u32) {
+    fn tree_add(&mut self, g: usize, v: u32) {
         let n = self.tree.len();
-        let mut i = w + 1;
+        let mut i = g + 1;
         while i < n {
             self.tree[i] = self.tree[i].wrapping_add(v);
             i += i & i.wrapping_neg();
@@ -160,26 +186,33 @@ impl ExactStack {
         }
         debug_assert_eq!(k, self.live);
         self.map.map_values(|t| rank[t as usize]);
-        let words = cap / 64;
-        let mut bits = vec![0u64; words];
+        let groups = cap / (64 * GROUP);
+        let mut bits = vec![0u64; groups * GROUP];
+        let mut counts = vec![0u8; groups * GROUP];
         for t in 0..k as usize {
             bits[t / 64] |= 1 << (t % 64);
+            counts[t / 64] += 1;
         }
-        // Linear-time Fenwick build over the counts of the words before the open one.
-        let open_word = k as usize / 64;
-        let mut tree = vec![0u32; words + 1];
-        for i in 1..=words {
-            if i - 1 < open_word {
-                tree[i] = tree[i].wrapping_add(bits[i - 1].count_ones());
+        // Linear-time Fenwick build over the counts of the groups before the open one.
+        let open_group = k as usize / (64 * GROUP);
+        let mut tree = vec![0u32; groups + 1];
+        for i in 1..=groups {
+            if i - 1 < open_group {
+                let marks: u32 = counts[(i - 1) * GROUP..i * GROUP]
+                    .iter()
+                    .map(|&c| c as u32)
+                    .sum();
+                tree[i] = tree[i].wrapping_add(marks);
             }
             let j = i + (i & i.wrapping_neg());
-            if j <= words {
+            if j <= groups {
                 tree[j] = tree[j].wrapping_add(tree[i]);
             }
         }
         self.bits = bits;
+        self.counts = counts;
         self.tree = tree;
-        self.open_word = open_word;
+        self.open_group = open_group;
         self.now = k;
     }
 }
@@ -203,9 +236,9 @@ mod tests {
 
     #[test]
     fn many_compactions_match_a_plain_stack() {
-        // Room for 64 times: a compaction every few dozen references, the open word at every
-        // position, removals in between.
-        let mut s = ExactStack::with_capacity(64);
+        // Room for 512 times (one group): compactions every few hundred references, the open
+        // word at every position, removals in between.
+        let mut s = ExactStack::with_capacity(512);
         let mut stack: Vec<u64> = Vec::new();
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for i in 0..20_000u64 {
@@ -230,7 +263,7 @@ mod tests {
 
     #[test]
     fn compaction_keeps_distances() {
-        let mut s = ExactStack::with_capacity(64);
+        let mut s = ExactStack::with_capacity(512);
         // A cyclic walk over 5 lines: every reference after the first pass is at distance 4.
         for i in 0..1000u64 {
             let d = s.access(i % 5);
