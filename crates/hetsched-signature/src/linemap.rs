@@ -20,6 +20,8 @@ pub struct LineMap {
     entries: Vec<Entry>,
     len: usize,
     mask: usize,
+    /// 64 − log2(slots): the hash's top bits index the table.
+    shift: u32,
 }
 
 #[inline]
@@ -63,6 +65,7 @@ impl LineMap {
             entries: vacant_entries(cap),
             len: 0,
             mask: cap - 1,
+            shift: 64 - cap.trailing_zeros(),
         }
     }
 
@@ -73,8 +76,7 @@ impl LineMap {
 
     #[inline]
     fn slot(&self, line: u64) -> usize {
-        let shift = 64 - self.mask.count_ones();
-        (hash(line) >> shift) as usize & self.mask
+        (hash(line) >> self.shift) as usize & self.mask
     }
 
     /// Set `line` to `v`; the previous value, if any. `line` is never `u64::MAX` (line numbers
@@ -186,6 +188,7 @@ impl LineMap {
         let cap = old.len() * 2;
         self.entries = vacant_entries(cap);
         self.mask = cap - 1;
+        self.shift = 64 - cap.trailing_zeros();
         // Keys are distinct: each goes to the first vacant slot from its home, no comparison of
         // keys. A slot's home is the hash's top bits, so in order the old slots fill the new
         // table front to back, near sequentially.
