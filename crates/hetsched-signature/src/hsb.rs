@@ -220,10 +220,11 @@ pub fn read_records(
         let payload_sizes = tags
             .iter()
             .fold(0u8, |any, &t| any | (t.wrapping_add(0x20) < 0x40) as u8);
-        if payload_sizes != 0 {
-            sink.refs(Records::<true>::new(tags, data, &mut end));
-        } else {
-            sink.refs(Records::<false>::new(tags, data, &mut end));
+        match (payload_sizes != 0, sink.needs_instruction_addresses()) {
+            (true, true) => sink.refs(Records::<true, true>::new(tags, data, &mut end)),
+            (true, false) => sink.refs(Records::<true, false>::new(tags, data, &mut end)),
+            (false, true) => sink.refs(Records::<false, true>::new(tags, data, &mut end)),
+            (false, false) => sink.refs(Records::<false, false>::new(tags, data, &mut end)),
         }
         // Checked after the fact: a block whose records do not use its payload exactly, or with a
         // record of size 0, fails (the consumer has seen its records).
@@ -320,8 +321,10 @@ struct BlockEnd {
 /// that many bytes a record. The consumer owns it (its state then lives in registers, not behind
 /// a pointer); dropping it decodes what the consumer left and hands the block's end back to the
 /// reader, which checks it. `PAYLOAD_SIZES`: some tag of the block says its size is in the
-/// payload (otherwise every size comes from the tag and none can be 0).
-pub struct Records<'a, const PAYLOAD_SIZES: bool> {
+/// payload (otherwise every size comes from the tag and none can be 0). Without
+/// `INSTRUCTION_ADDRESSES` (a sink that does not need them), instruction fetches come with address
+/// 0 and their deltas are never decoded.
+pub struct Records<'a, const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool> {
     tags: std::slice::Iter<'a, u8>,
     /// The payload's region: `MAX_RECORD_PAYLOAD` bytes for each tag.
     data: &'a [u8],
@@ -332,7 +335,9 @@ pub struct Records<'a, const PAYLOAD_SIZES: bool> {
     end: &'a mut BlockEnd,
 }
 
-impl<'a, const PAYLOAD_SIZES: bool> Records<'a, PAYLOAD_SIZES> {
+impl<'a, const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool>
+    Records<'a, PAYLOAD_SIZES, INSTRUCTION_ADDRESSES>
+{
     fn new(tags: &'a [u8], data: &'a [u8], end: &'a mut BlockEnd) -> Self {
         debug_assert!(data.len() >= tags.len() * MAX_RECORD_PAYLOAD);
         Records {
@@ -347,7 +352,9 @@ impl<'a, const PAYLOAD_SIZES: bool> Records<'a, PAYLOAD_SIZES> {
     }
 }
 
-impl<const PAYLOAD_SIZES: bool> Drop for Records<'_, PAYLOAD_SIZES> {
+impl<const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool> Drop
+    for Records<'_, PAYLOAD_SIZES, INSTRUCTION_ADDRESSES>
+{
     fn drop(&mut self) {
         for _ in self.by_ref() {}
         *self.end = BlockEnd {
@@ -358,7 +365,9 @@ impl<const PAYLOAD_SIZES: bool> Drop for Records<'_, PAYLOAD_SIZES> {
     }
 }
 
-impl<const PAYLOAD_SIZES: bool> Records<'_, PAYLOAD_SIZES> {
+impl<const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool>
+    Records<'_, PAYLOAD_SIZES, INSTRUCTION_ADDRESSES>
+{
     /// Decode the record of `tag` at payload offset `*off`, from the streams' last addresses.
     #[inline(always)]
     fn decode(
@@ -395,6 +404,13 @@ impl<const PAYLOAD_SIZES: bool> Records<'_, PAYLOAD_SIZES> {
             (info.size, word)
         };
         *off += info.advance as usize;
+        if !INSTRUCTION_ADDRESSES && kind == 0 {
+            return Ref {
+                kind: Kind::Instr,
+                addr: 0,
+                size,
+            };
+        }
         let delta = word & info.delta_mask;
         // Both streams' last addresses as named values, updated by selects (an array indexed by
         // the stream would live in memory, a store-to-load chain from record to record).
@@ -414,7 +430,9 @@ impl<const PAYLOAD_SIZES: bool> Records<'_, PAYLOAD_SIZES> {
     }
 }
 
-impl<const PAYLOAD_SIZES: bool> Iterator for Records<'_, PAYLOAD_SIZES> {
+impl<const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool> Iterator
+    for Records<'_, PAYLOAD_SIZES, INSTRUCTION_ADDRESSES>
+{
     type Item = Ref;
 
     #[inline(always)]
@@ -460,7 +478,10 @@ impl<const PAYLOAD_SIZES: bool> Iterator for Records<'_, PAYLOAD_SIZES> {
     }
 }
 
-impl<const PAYLOAD_SIZES: bool> ExactSizeIterator for Records<'_, PAYLOAD_SIZES> {}
+impl<const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool> ExactSizeIterator
+    for Records<'_, PAYLOAD_SIZES, INSTRUCTION_ADDRESSES>
+{
+}
 
 #[cfg(test)]
 mod tests {

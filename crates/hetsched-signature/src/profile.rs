@@ -355,6 +355,11 @@ impl crate::readers::RefSink for Profiler {
     fn refs(&mut self, refs: impl ExactSizeIterator<Item = Ref>) {
         self.push_iter(refs)
     }
+
+    /// Instruction fetches are counted; their addresses matter only when they reference the cache.
+    fn needs_instruction_addresses(&self) -> bool {
+        self.cfg.include_instructions
+    }
 }
 
 #[cfg(test)]

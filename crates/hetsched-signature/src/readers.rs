@@ -33,6 +33,12 @@ const BATCH: usize = 4096;
 pub trait RefSink {
     /// The next references, in trace order.
     fn refs(&mut self, refs: impl ExactSizeIterator<Item = Ref>);
+
+    /// Whether instruction fetches must come with their addresses; a sink that only counts them
+    /// says no, and an hsb reader then skips decoding them (they come with address 0).
+    fn needs_instruction_addresses(&self) -> bool {
+        true
+    }
 }
 
 /// Read a whole trace of `format` from `input` into `sink`. On an error the sink may have been
