@@ -1,8 +1,10 @@
 //! The trace readers: lackey and din text, line by line over large chunks; hsb binary, block by
-//! block. Each hands references to `sink` in batches (up to a few thousand, in trace order: one
-//! call a batch keeps the consumer's loop tight), and stops at the first bad record with an error
-//! naming its line (text) or byte offset (hsb). Input bytes are never trusted: a
-//! truncated line, a non-hex address, binary garbage or an empty trace is an error, not a panic.
+//! block. Each hands references to a [`RefSink`] in batches (up to a few thousand, in trace order:
+//! one call a batch keeps the consumer's loop tight; an hsb block is decoded as the sink takes it),
+//! and stops at the first bad record with an error naming its line (text) or byte offset (hsb);
+//! the records of a bad hsb block reach the sink before the error, so a sink drops what it made of
+//! a read that fails. Input bytes are never trusted: a truncated line, a non-hex address, binary
+//! garbage or an empty trace is an error, not a panic.
 
 use crate::hsb;
 use crate::trace::{parse_dec, parse_hex, Format, Kind, Ref, TraceError};
