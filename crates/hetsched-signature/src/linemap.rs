@@ -207,6 +207,40 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    /// Keys whose probe runs wrap past the end of the table, then every kind of key through
+    /// several doublings: each is found with its value after every one.
+    #[test]
+    fn doubling_keeps_keys_whose_runs_wrap() {
+        let mut m = LineMap::with_capacity(8);
+        let slots = m.entries.len();
+        let at_end: Vec<u64> = (0u64..)
+            .filter(|&k| m.slot(k) == slots - 1)
+            .take(3)
+            .collect();
+        let mut keys = at_end.clone();
+        for &k in &at_end {
+            m.insert(k, k as u32);
+        }
+        // The run from the last slot wrapped into slots 0 and 1.
+        assert!(m.entries[0].key != EMPTY && m.entries[1].key != EMPTY);
+        for k in 0..5000u64 {
+            let line = k * 977 + 13;
+            m.insert(line, line as u32);
+            keys.push(line);
+            if k.is_power_of_two() {
+                for &k in &keys {
+                    assert_eq!(
+                        m.get(k),
+                        Some(k as u32),
+                        "key {k} after {} slots",
+                        m.entries.len()
+                    );
+                }
+            }
+        }
+        assert_eq!(m.len(), keys.len());
+    }
+
     #[test]
     fn behaves_like_a_hash_map() {
         let mut m = LineMap::with_capacity(4);
