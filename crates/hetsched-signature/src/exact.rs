@@ -62,7 +62,7 @@ impl ExactStack {
 
     /// Reference `line` (any but `u64::MAX`): its stack distance (distinct other lines since its
     /// last reference), or `None` the first time.
-    #[inline]
+    #[inline(always)]
     pub fn access(&mut self, line: u64) -> Option<u64> {
         if self.now as usize == self.bits.len() * 64 {
             self.compact();
@@ -100,7 +100,7 @@ impl ExactStack {
     }
 
     /// Marks at times 0..=t.
-    #[inline]
+    #[inline(always)]
     fn marks_through(&self, t: u32) -> u32 {
         let w = (t / 64) as usize;
         let g = w / GROUP;

@@ -88,6 +88,60 @@ impl Noted {
     }
 }
 
+/// The second pass of a batch for the exact engine: the noted references' lines, each hash-map
+/// slot prefetched `LOOKAHEAD` references ahead; the line references counted.
+#[inline(always)]
+fn feed_exact(
+    e: &mut ExactStack,
+    (addrs, sizes): (&[u64], &[u32]),
+    shift: u32,
+    hist: &mut Histogram,
+) -> u64 {
+    let mut line_refs = 0;
+    for (i, (&addr, &size)) in addrs.iter().zip(sizes).enumerate() {
+        if let Some(&ahead) = addrs.get(i + LOOKAHEAD) {
+            e.prefetch(ahead >> shift);
+        }
+        let (first, last) = lines(addr, size, shift);
+        line_refs += last - first + 1;
+        for line in first..=last {
+            match e.access(line) {
+                Some(d) => hist.add(d, 1.0),
+                None => hist.add_cold(1.0),
+            }
+        }
+    }
+    line_refs
+}
+
+/// `feed_exact` compiled for the popcnt instruction: a count within a bitset word, once a
+/// reference, is one instruction instead of a dozen (baseline x86-64 has no popcnt).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+fn feed_exact_popcnt(
+    e: &mut ExactStack,
+    noted: (&[u64], &[u32]),
+    shift: u32,
+    hist: &mut Histogram,
+) -> u64 {
+    feed_exact(e, noted, shift, hist)
+}
+
+/// `feed_exact` in the fastest form this CPU runs.
+fn feed_exact_fastest(
+    e: &mut ExactStack,
+    noted: (&[u64], &[u32]),
+    shift: u32,
+    hist: &mut Histogram,
+) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("popcnt") {
+        // SAFETY: the CPU has popcnt (checked just above).
+        return unsafe { feed_exact_popcnt(e, noted, shift, hist) };
+    }
+    feed_exact(e, noted, shift, hist)
+}
+
 /// The first pass of a batch: (data references, how many were noted). Each data reference is
 /// written to the next free place and kept there when `keep` says so: no branch on `keep`.
 #[inline(always)]
@@ -289,22 +343,8 @@ impl Profiler {
             }
             Engine::Exact(e) => {
                 let (data, kept) = note_data(refs, noted_addr, noted_size, |_, _| true);
-                let mut line_refs = 0;
-                for i in 0..kept {
-                    // The hash-map slot of a line `LOOKAHEAD` references on.
-                    if i + LOOKAHEAD < kept {
-                        e.prefetch(noted_addr[i + LOOKAHEAD] >> shift);
-                    }
-                    let (first, last) = lines(noted_addr[i], noted_size[i], shift);
-                    line_refs += last - first + 1;
-                    for line in first..=last {
-                        match e.access(line) {
-                            Some(d) => hist.add(d, 1.0),
-                            None => hist.add_cold(1.0),
-                        }
-                    }
-                }
-                (data, line_refs)
+                let noted = (&noted_addr[..kept], &noted_size[..kept]);
+                (data, feed_exact_fastest(e, noted, shift, hist))
             }
         };
         self.refs += n as u64;
@@ -412,6 +452,21 @@ mod tests {
         // The second window's lines were seen in the first: no cold references.
         assert_eq!(w[1].histogram.cold, 0.0);
         assert_eq!(w[0].histogram.cold, 5.0);
+    }
+
+    #[test]
+    fn the_exact_pass_gives_the_same_distances_in_either_build() {
+        let refs: Vec<Ref> = crate::synthetic::trace(60_000, Default::default(), 8)
+            .filter(|r| r.kind != Kind::Instr)
+            .collect();
+        let addrs: Vec<u64> = refs.iter().map(|r| r.addr + (r.addr % 7) * 9).collect();
+        let sizes: Vec<u32> = refs.iter().map(|r| r.size).collect();
+        let (mut plain, mut fastest) = (ExactStack::new(), ExactStack::new());
+        let (mut hp, mut hf) = (Histogram::default(), Histogram::default());
+        let lp = feed_exact(&mut plain, (&addrs, &sizes), 6, &mut hp);
+        let lf = feed_exact_fastest(&mut fastest, (&addrs, &sizes), 6, &mut hf);
+        assert_eq!((lp, &hp), (lf, &hf));
+        assert!(lp > addrs.len() as u64, "some references span lines");
     }
 
     #[test]
