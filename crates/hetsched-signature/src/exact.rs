@@ -13,6 +13,14 @@ use crate::linemap::LineMap;
 /// Words of the bitset a group counts.
 const GROUP: usize = 8;
 
+/// Marks in group `g`, from its words' counts.
+fn group_marks(counts: &[u8], g: usize) -> u32 {
+    counts[g * GROUP..(g + 1) * GROUP]
+        .iter()
+        .map(|&c| c as u32)
+        .sum()
+}
+
 /// The exact stack-distance engine.
 pub struct ExactStack {
     map: LineMap,
@@ -131,11 +139,7 @@ impl ExactStack {
         let g = w / GROUP;
         if g != self.open_group {
             let closed = self.open_group;
-            let marks: u32 = self.counts[closed * GROUP..closed * GROUP + GROUP]
-                .iter()
-                .map(|&c| c as u32)
-                .sum();
-            self.tree_add(closed, marks);
+            self.tree_add(closed, group_marks(&self.counts, closed));
             self.open_group = g;
         }
         self.bits[w] |= 1 << (t % 64);
@@ -198,11 +202,7 @@ impl ExactStack {
         let mut tree = vec![0u32; groups + 1];
         for i in 1..=groups {
             if i - 1 < open_group {
-                let marks: u32 = counts[(i - 1) * GROUP..i * GROUP]
-                    .iter()
-                    .map(|&c| c as u32)
-                    .sum();
-                tree[i] = tree[i].wrapping_add(marks);
+                tree[i] = tree[i].wrapping_add(group_marks(&counts, i - 1));
             }
             let j = i + (i & i.wrapping_neg());
             if j <= groups {

@@ -144,7 +144,7 @@ fn read_full(input: &mut impl Read, buf: &mut [u8]) -> Result<usize, TraceError>
 
 /// Read an hsb trace, header included, handing each block's records to `sink` as an iterator
 /// that decodes while it is taken (so the consumer's loop and the decoder fuse into one). The
-/// block's lengths and sizes are checked as it is decoded: a bad block reaches the sink, and the
+/// block's lengths and sizes are checked once it is decoded: a bad block reaches the sink, and the
 /// read then fails naming its byte, so a consumer must drop what it made of a read that fails.
 pub fn read_records(
     mut input: impl Read,

@@ -49,7 +49,7 @@ impl Default for ProfileConfig {
 /// latency when the working set is larger than the caches.
 const LOOKAHEAD: usize = 16;
 
-/// References the sampled path takes in one batch (an hsb block holds at most as many; a larger
+/// References the two-pass path takes in one batch (an hsb block holds at most as many; a larger
 /// batch is split).
 const NOTE_CAPACITY: usize = crate::hsb::MAX_BLOCK_RECORDS;
 
@@ -199,7 +199,7 @@ pub struct Profiler {
     ahead_start: usize,
     /// Trace references (records that are memory accesses) seen.
     pub refs: u64,
-    /// The references a batch's first pass notes for the sampler.
+    /// The references a batch's first pass notes for the engine.
     noted: Noted,
 }
 
