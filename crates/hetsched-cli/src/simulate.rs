@@ -170,6 +170,7 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
         quantum_ns: (args.quantum_ms * 1e6) as u64,
         record_gantt: args.out.is_some(),
         check_invariants: args.check,
+        ..SimConfig::default()
     };
     let seeds = (0..args.seeds as u64).map(|i| args.seed + i).collect();
     let static_assignments = if policies.iter().any(|p| p == STATIC_BEST) {

@@ -15,7 +15,7 @@ pub mod signature;
 pub mod topology;
 
 pub use cpuset::CpuSet;
-pub use ids::{AppId, ClassId, CoreId, LlcId, ModuleId, NodeId, ThreadId};
+pub use ids::{AppId, ClassId, CoreId, Id, IdVec, LlcId, ModuleId, NodeId, ThreadId};
 pub use input::InputError;
 pub use observe::{CoreObs, Counters, LlcTraffic, ThreadObs, ThreadState, View};
 pub use policy::{Hint, PageMove, Placement, Policy};

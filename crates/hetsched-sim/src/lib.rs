@@ -9,7 +9,7 @@ pub mod paper_models;
 pub mod perf;
 pub mod presets;
 pub mod reproduce;
-mod runqueue;
+pub mod runqueue;
 pub mod splits;
 pub mod static_best;
 pub mod workload;

@@ -129,3 +129,16 @@ pub fn speedup(base: &RunResult, r: &RunResult, finite: bool) -> f64 {
     }
     (ratios.iter().map(|x| x.ln()).sum::<f64>() / ratios.len() as f64).exp()
 }
+
+/// Standard deviation over mean, or 0 for fewer than two values.
+pub fn coefficient_of_variation(v: &[f64]) -> f64 {
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    if mean == 0.0 {
+        return 0.0;
+    }
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
+    var.sqrt() / mean
+}

@@ -6,14 +6,16 @@
 //! low half. A minimum is then one branch-free comparison per entry, and the least key is kept at
 //! hand so a tick asks "would a queued thread preempt?" without a scan.
 
+use hetsched_core::ThreadId;
+
 /// One queue entry, packed. Keys are unique because thread ids are.
 type Key = u128;
 
 const SIGN: u64 = 1 << 63;
 
 #[inline]
-fn key(vruntime: i64, thread: u32) -> Key {
-    (((vruntime as u64) ^ SIGN) as u128) << 64 | thread as u128
+fn key(vruntime: i64, thread: ThreadId) -> Key {
+    (((vruntime as u64) ^ SIGN) as u128) << 64 | thread.0 as u128
 }
 
 #[inline]
@@ -22,45 +24,48 @@ fn vruntime_of(k: Key) -> i64 {
 }
 
 #[inline]
-fn thread_of(k: Key) -> u32 {
-    k as u32
+fn thread_of(k: Key) -> ThreadId {
+    ThreadId(k as u32)
 }
 
 /// The queued threads of one core.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct RunQueue {
+pub struct RunQueue {
     keys: Vec<Key>,
     /// The least key, or `Key::MAX` when empty.
     min: Key,
 }
 
 impl RunQueue {
-    pub(crate) fn new() -> Self {
+    /// An empty queue.
+    pub fn new() -> Self {
         Self {
             keys: Vec::new(),
             min: Key::MAX,
         }
     }
 
+    /// Number of waiting threads.
     #[inline]
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.keys.len()
     }
 
+    /// No thread waits.
     #[inline]
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
 
     /// The queued thread with the least (vruntime, id) and its vruntime.
     #[inline]
-    pub(crate) fn first(&self) -> Option<(i64, u32)> {
+    pub fn first(&self) -> Option<(i64, ThreadId)> {
         (!self.keys.is_empty()).then(|| (vruntime_of(self.min), thread_of(self.min)))
     }
 
     /// The least queued vruntime, or `i64::MAX` when empty.
     #[inline]
-    pub(crate) fn min_vruntime(&self) -> i64 {
+    pub fn min_vruntime(&self) -> i64 {
         if self.keys.is_empty() {
             i64::MAX
         } else {
@@ -68,14 +73,15 @@ impl RunQueue {
         }
     }
 
-    pub(crate) fn push(&mut self, vruntime: i64, thread: u32) {
+    /// Queue `thread` with its virtual runtime.
+    pub fn push(&mut self, vruntime: i64, thread: ThreadId) {
         let k = key(vruntime, thread);
         self.keys.push(k);
         self.min = self.min.min(k);
     }
 
     /// Remove and return the thread with the least (vruntime, id).
-    pub(crate) fn pop_first(&mut self) -> Option<u32> {
+    pub fn pop_first(&mut self) -> Option<ThreadId> {
         if self.keys.is_empty() {
             return None;
         }
@@ -87,7 +93,7 @@ impl RunQueue {
     }
 
     /// Remove `thread` if queued; returns its vruntime.
-    pub(crate) fn remove(&mut self, thread: u32) -> Option<i64> {
+    pub fn remove(&mut self, thread: ThreadId) -> Option<i64> {
         let pos = self.keys.iter().position(|&k| thread_of(k) == thread)?;
         let k = self.keys.swap_remove(pos);
         if k == self.min {
@@ -97,12 +103,12 @@ impl RunQueue {
     }
 
     /// (vruntime, thread) of every queued thread, in no particular order.
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (i64, u32)> + '_ {
+    pub fn entries(&self) -> impl Iterator<Item = (i64, ThreadId)> + '_ {
         self.keys.iter().map(|&k| (vruntime_of(k), thread_of(k)))
     }
 
     /// The queued threads, in no particular order.
-    pub(crate) fn threads(&self) -> impl DoubleEndedIterator<Item = u32> + '_ {
+    pub fn threads(&self) -> impl DoubleEndedIterator<Item = ThreadId> + '_ {
         self.keys.iter().map(|&k| thread_of(k))
     }
 }
@@ -120,10 +126,10 @@ mod tests {
     fn pops_in_vruntime_then_id_order_including_negative_vruntimes() {
         let mut q = RunQueue::new();
         for (vr, t) in [(5, 1), (-3, 7), (5, 0), (i64::MIN + 1, 9), (0, 2), (-3, 4)] {
-            q.push(vr, t);
+            q.push(vr, ThreadId(t));
         }
-        assert_eq!(q.first(), Some((i64::MIN + 1, 9)));
-        let order: Vec<u32> = std::iter::from_fn(|| q.pop_first()).collect();
+        assert_eq!(q.first(), Some((i64::MIN + 1, ThreadId(9))));
+        let order: Vec<u32> = std::iter::from_fn(|| q.pop_first()).map(|t| t.0).collect();
         assert_eq!(order, vec![9, 4, 7, 2, 0, 1]);
         assert!(q.is_empty());
         assert_eq!(q.min_vruntime(), i64::MAX);
@@ -132,15 +138,15 @@ mod tests {
     #[test]
     fn remove_keeps_the_minimum_right() {
         let mut q = RunQueue::new();
-        q.push(10, 1);
-        q.push(3, 2);
-        q.push(7, 3);
-        assert_eq!(q.remove(2), Some(3));
-        assert_eq!(q.first(), Some((7, 3)));
-        assert_eq!(q.remove(2), None);
-        assert_eq!(q.remove(1), Some(10));
+        q.push(10, ThreadId(1));
+        q.push(3, ThreadId(2));
+        q.push(7, ThreadId(3));
+        assert_eq!(q.remove(ThreadId(2)), Some(3));
+        assert_eq!(q.first(), Some((7, ThreadId(3))));
+        assert_eq!(q.remove(ThreadId(2)), None);
+        assert_eq!(q.remove(ThreadId(1)), Some(10));
         assert_eq!(q.len(), 1);
         assert_eq!(q.min_vruntime(), 7);
-        assert_eq!(q.threads().collect::<Vec<_>>(), vec![3]);
+        assert_eq!(q.threads().collect::<Vec<_>>(), vec![ThreadId(3)]);
     }
 }

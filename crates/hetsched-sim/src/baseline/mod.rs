@@ -1,0 +1,115 @@
+//! Baselines: the operating system's own balancer, which runs under every policy.
+//!
+//! A policy only restricts where threads may run (their allowed sets); inside those sets the
+//! simulated kernel still places new and waking threads, lets idle cores pull waiting ones and
+//! balances periodically, as Linux does under CPU affinity. Each baseline is one model of that
+//! kernel, chosen by name from [`BASELINES`] through [`crate::SimConfig::baseline`].
+//!
+//! The seam is narrow on purpose: a baseline sees the run queues read-only
+//! ([`RunQueueView`]) and acts through one command ([`BalancePort::move_thread`]); it never sees
+//! the engine's own state, so a second baseline cannot depend on the first one's internals.
+
+pub mod linux_cfs;
+
+use crate::runqueue::RunQueue;
+use hetsched_core::{CoreId, CoreObs, CpuSet, IdVec, ThreadId, ThreadObs, Topology};
+
+/// What a baseline sees of the machine: the run queues and each thread's placement, read-only.
+#[derive(Clone, Copy)]
+pub struct RunQueueView<'a> {
+    /// The machine.
+    pub topology: &'a Topology,
+    /// Every thread's observation (allowed set, state, current core).
+    pub threads: &'a IdVec<ThreadId, ThreadObs>,
+    /// Every core's observation (running thread, runnable count).
+    pub cores: &'a IdVec<CoreId, CoreObs>,
+    /// Every core's waiting threads.
+    pub queues: &'a IdVec<CoreId, RunQueue>,
+    /// Cores running nothing.
+    pub idle: &'a CpuSet,
+    /// Cores with a waiting thread.
+    pub queued: &'a CpuSet,
+}
+
+impl<'a> RunQueueView<'a> {
+    /// Running plus waiting threads of core `c`.
+    #[inline]
+    pub fn runnable(&self, c: CoreId) -> u32 {
+        self.cores[c].runnable
+    }
+
+    /// The cores thread `t` may run on.
+    #[inline]
+    pub fn allowed(&self, t: ThreadId) -> &'a CpuSet {
+        &self.threads[t].allowed
+    }
+
+    /// The core thread `t` last ran or waited on.
+    #[inline]
+    pub fn cpu(&self, t: ThreadId) -> Option<CoreId> {
+        self.threads[t].cpu
+    }
+
+    /// The threads waiting on core `c`, in queue order.
+    #[inline]
+    pub fn waiting(&self, c: CoreId) -> impl DoubleEndedIterator<Item = ThreadId> + 'a {
+        self.queues[c].threads()
+    }
+
+    /// Number of cores.
+    #[inline]
+    pub fn num_cores(&self) -> usize {
+        self.cores.len()
+    }
+}
+
+/// How a baseline acts on the machine during a balance pass: it reads the queues as they are after
+/// each of its own moves, and moves threads one at a time.
+pub trait BalancePort {
+    /// The run queues now.
+    fn view(&self) -> RunQueueView<'_>;
+    /// Move thread `t` (waiting or running) to core `to`'s queue.
+    fn move_thread(&mut self, t: ThreadId, to: CoreId);
+}
+
+/// One model of the kernel's balancer.
+pub trait Baseline {
+    /// The baseline's name, as in [`BASELINES`].
+    fn name(&self) -> &'static str;
+    /// The core a new thread is queued on.
+    fn place_new(&mut self, rq: &RunQueueView<'_>, t: ThreadId) -> CoreId;
+    /// The core a waking (or re-placed) thread is queued on.
+    fn place_wake(&mut self, rq: &RunQueueView<'_>, t: ThreadId) -> CoreId;
+    /// Core `idle` has nothing to run: the waiting thread it pulls, if any.
+    fn newidle_pull(&mut self, rq: &RunQueueView<'_>, idle: CoreId) -> Option<ThreadId>;
+    /// A scheduler tick (`tick` counts from 1): periodic balancing on the baseline's own period.
+    fn on_tick(&mut self, tick: u64, port: &mut dyn BalancePort);
+}
+
+/// A baseline by name: what the CLI, the experiments and [`crate::SimConfig`] choose from.
+#[derive(Clone, Copy, Debug)]
+pub struct BaselineEntry {
+    /// The name users pass.
+    pub name: &'static str,
+    /// One line on what it models.
+    pub description: &'static str,
+    /// A new instance whose random tie-breaks follow `seed`.
+    pub make: fn(seed: u64) -> Box<dyn Baseline>,
+}
+
+/// Every baseline; the first is the default.
+pub const BASELINES: &[BaselineEntry] = &[BaselineEntry {
+    name: linux_cfs::NAME,
+    description: "Linux CFS balancing with symmetric capacities: idle-first placement, wake to the previous or an idle core, newly-idle pulls, periodic balance of run-queue lengths; blind to core speed",
+    make: |seed| Box::new(linux_cfs::LinuxCfs::new(seed)),
+}];
+
+/// The default baseline.
+pub fn default_baseline() -> &'static BaselineEntry {
+    &BASELINES[0]
+}
+
+/// The baseline called `name`.
+pub fn baseline_by_name(name: &str) -> Option<&'static BaselineEntry> {
+    BASELINES.iter().find(|b| b.name == name)
+}

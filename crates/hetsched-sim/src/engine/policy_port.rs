@@ -1,0 +1,110 @@
+//! The policy port: the policy's view of the machine, its hints, and how its placements and page
+//! moves are applied.
+
+use super::Simulation;
+use hetsched_core::ThreadId;
+use hetsched_core::{Hint, Placement, Policy, ThreadState, View};
+use std::time::Instant;
+
+impl<'a> Simulation<'a> {
+    /// Call the policy with a view of now, adding the time it takes to the policy's CPU time.
+    pub(super) fn call_policy<R>(
+        &mut self,
+        call: impl FnOnce(&mut dyn Policy, &View<'_>) -> R,
+    ) -> R {
+        let t0 = Instant::now();
+        let view = View {
+            now_ns: self.now,
+            topology: self.topo,
+            threads: self.obs.as_slice(),
+            cores: self.core_obs.as_slice(),
+        };
+        let r = call(self.policy.as_mut(), &view);
+        self.policy_time += t0.elapsed();
+        r
+    }
+
+    /// Call the policy, then apply the placements it answers.
+    pub(super) fn with_policy(
+        &mut self,
+        call: impl FnOnce(&mut dyn Policy, &View<'_>, &mut Vec<Placement>),
+    ) {
+        let mut out = std::mem::take(&mut self.placements);
+        out.clear();
+        self.call_policy(|p, view| call(p, view, &mut out));
+        for p in out.drain(..) {
+            self.apply_placement(p);
+        }
+        self.placements = out;
+        let mut moves = std::mem::take(&mut self.page_moves);
+        self.policy.take_page_moves(&mut moves);
+        for m in moves.drain(..) {
+            self.move_pages(&m);
+        }
+        self.page_moves = moves;
+    }
+
+    /// A thread moved to another data fragment: the application's hint (Pinter section 4.1: the
+    /// current and next DF, "whenever it changes DFs"), answered by the policy at once.
+    pub(super) fn hint_fragment_change(&mut self, t: ThreadId, before: Option<u64>) {
+        let now = self.obs[t].data_fragment;
+        if now == before {
+            return;
+        }
+        let hint = Hint::DataFragment {
+            current: before,
+            next: now,
+        };
+        self.with_policy(|p, view, out| p.on_hint(view, t, &hint, out));
+    }
+
+    /// Apply a policy placement: restrict the thread, moving it if it is outside its new set.
+    pub(super) fn apply_placement(&mut self, p: Placement) {
+        let t = p.thread;
+        if self
+            .obs
+            .get(t)
+            .is_none_or(|o| o.state == ThreadState::Exited)
+        {
+            return;
+        }
+        let allowed = p.cpus.intersection(&self.obs[t].user_allowed);
+        if allowed.is_empty() {
+            self.rejected_placements += 1;
+            return;
+        }
+        if allowed == self.obs[t].allowed {
+            return;
+        }
+        self.obs[t].allowed = allowed;
+        let Some(cpu) = self.obs[t].cpu else { return };
+        let c = cpu;
+        if self.obs[t].allowed.contains(cpu) {
+            // A waiting thread whose new set offers an idle core goes there now, as the kernel's
+            // idle balance would: no core idles while a thread waits that may run on it.
+            if self.obs[t].state == ThreadState::Runnable {
+                let dest = self.place_wake(t);
+                if dest != c {
+                    self.dequeue_waiting(t, c);
+                    self.enqueue(t, dest);
+                }
+            }
+            return;
+        }
+        match self.obs[t].state {
+            ThreadState::Running => {
+                self.undispatch(c);
+                self.threads[t].lag = self.threads[t].vruntime - self.cores[c].min_vruntime;
+                self.need_pick.push(c);
+                let dest = self.place_wake(t);
+                self.enqueue(t, dest);
+            }
+            ThreadState::Runnable => {
+                self.dequeue_waiting(t, c);
+                let dest = self.place_wake(t);
+                self.enqueue(t, dest);
+            }
+            _ => {}
+        }
+    }
+}

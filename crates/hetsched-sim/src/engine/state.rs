@@ -1,0 +1,329 @@
+//! The engine's state records (threads, cores, caches, application instances) and how they are
+//! built from the machine model and the workload.
+
+use super::NS_PER_S;
+use crate::perf;
+use crate::workload::{Phase, Workload};
+use hetsched_core::{AppId, CoreId, IdVec, LlcId, ThreadId, Topology};
+use std::collections::{BTreeMap, VecDeque};
+
+/// A thread's simulation state. The fields touched at every bill and dispatch come first and fill
+/// one cache line: with 16,384 threads, a cache miss per field is what the engine's speed is made of.
+#[derive(Clone, Debug)]
+#[repr(C, align(64))]
+pub(crate) struct SimThread {
+    /// The current phase: an index into `Simulation::phases`.
+    pub(crate) cur: u32,
+    pub(crate) remaining: f64,
+    pub(crate) penalty_ns: f64,
+    /// Virtual runtime, integer ns (billing is in whole ns, so integers are exact and compare
+    /// fast in the queue scans).
+    pub(crate) vruntime: i64,
+    pub(crate) warm_fill: f64,
+    pub(crate) ideal_ns: f64,
+    pub(crate) total_bytes: f64,
+    pub(crate) warm_llc: Option<LlcId>,
+    // Cold fields.
+    pub(crate) app: AppId,
+    pub(crate) group: usize,
+    pub(crate) phase: usize,
+    pub(crate) iter: u32,
+    /// vruntime minus the core's min_vruntime when it left a queue (CFS normalisation).
+    pub(crate) lag: i64,
+    pub(crate) last_core: Option<CoreId>,
+    pub(crate) bytes_per_node: Vec<f64>,
+    pub(crate) start_ns: u64,
+    pub(crate) end_ns: Option<u64>,
+    pub(crate) exit_after_barrier: bool,
+}
+
+/// A core's simulation state: what runs, at what rate, and the running phase's values the hot
+/// path reads here rather than recomputing.
+#[derive(Clone, Debug)]
+pub(crate) struct SimCore {
+    pub(crate) current: Option<ThreadId>,
+    pub(crate) ns_per_instr: f64,
+    pub(crate) cur_mpki: f64,
+    pub(crate) cur_fpu_slow: f64,
+    pub(crate) cur_ws: f64,
+    /// LLC share the current mpki was computed for (NaN: none yet).
+    pub(crate) cur_share: f64,
+    /// Memory latency of the current thread, ns (sampled at dispatch and while it allocates).
+    pub(crate) cur_lat: f64,
+    /// The current phase's ideal time per instruction (fairness metric).
+    pub(crate) cur_ideal: f64,
+    /// The current phase's LLC references per kilo-instruction.
+    pub(crate) cur_refs_pki: f64,
+    /// The data fragment the current thread works on (as priced at dispatch or phase load).
+    pub(crate) cur_df: Option<usize>,
+    pub(crate) last_bill: u64,
+    pub(crate) dispatched_at: u64,
+    pub(crate) gen: u64,
+    pub(crate) min_vruntime: i64,
+    pub(crate) last_thread: Option<ThreadId>,
+    pub(crate) llc: Option<LlcId>,
+    pub(crate) node: usize,
+    pub(crate) eff_ghz: f64,
+    pub(crate) cpi_factor: f64,
+    pub(crate) fpu_mates: Vec<CoreId>,
+    /// The core's class (index into the topology's classes).
+    pub(crate) class: usize,
+    /// The shared cache below the LLC this core uses (a Bulldozer module's L2): index into
+    /// `Simulation::shared_l2s`.
+    pub(crate) l2: Option<usize>,
+    /// The running thread's footprint in that cache, its misses there per kilo-instruction, and
+    /// its misses with that cache to itself (fixed for the phase, priced at dispatch).
+    pub(crate) cur_l2_ws: f64,
+    pub(crate) cur_l2_mpki: f64,
+    pub(crate) cur_l2_alone: f64,
+}
+
+/// A cache below the LLC shared by several cores: its co-runners' footprints shrink a thread's
+/// share, and the extra misses hit the LLC at its latency.
+#[derive(Clone, Debug)]
+pub(crate) struct SharedL2 {
+    pub(crate) capacity: f64,
+    pub(crate) sum_ws: f64,
+    /// Hit latency of the level above (the LLC), ns.
+    pub(crate) next_latency_ns: f64,
+}
+
+/// A workload phase with the values the hot path would otherwise recompute at every dispatch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PhaseInfo<'a> {
+    pub(crate) phase: &'a Phase,
+    /// Time per instruction alone on the fastest core (fairness metric).
+    pub(crate) ideal_ns_per_instr: f64,
+    /// LLC references per kilo-instruction (the miss curve's value at the smallest cache).
+    pub(crate) refs_pki: f64,
+    /// The phase's working set, bytes.
+    pub(crate) ws_bytes: f64,
+}
+
+/// A last-level cache: its size and the bytes filled into it so far (the warmth clock).
+#[derive(Clone, Debug)]
+pub(crate) struct LlcState {
+    pub(crate) capacity: f64,
+    pub(crate) line: f64,
+    pub(crate) fill: f64,
+    pub(crate) sum_ws: f64,
+}
+
+/// A shared data fragment of one application instance.
+#[derive(Clone, Debug)]
+pub(crate) struct DfState {
+    pub(crate) bytes: f64,
+    /// (LLC, fill counter when the copy was last used) of each cached copy.
+    pub(crate) copies: Vec<(LlcId, f64)>,
+}
+
+/// Pages of one owner on one node, allocated one after the other.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PageRun {
+    pub(crate) owner: ThreadId,
+    pub(crate) node: usize,
+    pub(crate) bytes: f64,
+}
+
+/// One running copy of a workload application (a process).
+#[derive(Clone, Debug)]
+pub(crate) struct AppInstance {
+    pub(crate) spec: usize,
+    pub(crate) copy: u32,
+    pub(crate) run: u32,
+    pub(crate) start_ns: u64,
+    pub(crate) live: u32,
+    pub(crate) arrived: u32,
+    pub(crate) waiting: Vec<ThreadId>,
+    pub(crate) dfs: Vec<DfState>,
+    /// Bytes the instance's threads allocated, per node.
+    pub(crate) bytes_per_node: Vec<f64>,
+    pub(crate) total_bytes: f64,
+    /// The instance's resident memory in allocation order, with the thread that brought each run
+    /// of pages in: the owner lists of AMPS section 2.4.2 (one owner per page, as in the common
+    /// case the paper describes; consecutive pages of one owner on one node form one run).
+    pub(crate) pages: VecDeque<PageRun>,
+    /// Completed (every thread exited); recorded once.
+    pub(crate) done: bool,
+}
+
+/// The fastest core's parameters, for the fairness metric's "alone on the best core" time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BestCore {
+    eff_ghz: f64,
+    cpi_factor: f64,
+    llc_bytes: f64,
+    latency_ns: f64,
+}
+
+/// Every LLC of the machine, empty.
+pub(crate) fn build_llcs(topo: &Topology) -> IdVec<LlcId, LlcState> {
+    IdVec::from_vec(
+        (0..topo.num_llcs())
+            .map(|i| {
+                let c = topo.llc(LlcId(i as u32));
+                LlcState {
+                    capacity: c.size_bytes as f64,
+                    line: c.line_bytes as f64,
+                    fill: 0.0,
+                    sum_ws: 0.0,
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Every core of the machine, idle, with its clock, class and FPU mates.
+pub(crate) fn build_cores(topo: &Topology) -> IdVec<CoreId, SimCore> {
+    IdVec::from_vec(
+        topo.cores()
+            .iter()
+            .map(|c| {
+                let class = topo.class(c.class);
+                // A class without a clock runs at its capacity times a 2 GHz reference.
+                let eff_ghz = class.effective_ghz().unwrap_or(2.0 * class.capacity);
+                let fpu_mates = match topo.module_of(c.id) {
+                    Some(m) if m.shares_fpu => topo.module_mates(c.id),
+                    _ => Vec::new(),
+                };
+                SimCore {
+                    current: None,
+                    ns_per_instr: 1.0,
+                    cur_mpki: 0.0,
+                    cur_fpu_slow: 1.0,
+                    cur_ws: 0.0,
+                    cur_share: f64::NAN,
+                    cur_lat: 0.0,
+                    cur_ideal: 0.0,
+                    cur_refs_pki: 0.0,
+                    cur_df: None,
+                    last_bill: 0,
+                    dispatched_at: 0,
+                    gen: 0,
+                    min_vruntime: 0,
+                    last_thread: None,
+                    llc: c.llc,
+                    node: c.node.index(),
+                    eff_ghz,
+                    cpi_factor: class.cpi_factor,
+                    fpu_mates,
+                    class: c.class.index(),
+                    l2: None,
+                    cur_l2_ws: 0.0,
+                    cur_l2_mpki: 0.0,
+                    cur_l2_alone: 0.0,
+                }
+            })
+            .collect(),
+    )
+}
+
+/// The fastest core (by clock over CPI factor), with the largest cache and the nearest memory.
+pub(crate) fn best_core(topo: &Topology, cores: &IdVec<CoreId, SimCore>) -> BestCore {
+    let best = topo
+        .cores()
+        .iter()
+        .max_by(|a, b| {
+            let ca = &cores[a.id];
+            let cb = &cores[b.id];
+            (ca.eff_ghz / ca.cpi_factor).total_cmp(&(cb.eff_ghz / cb.cpi_factor))
+        })
+        .map(|c| c.id)
+        .unwrap_or(CoreId(0));
+    let bc = &cores[best];
+    BestCore {
+        eff_ghz: bc.eff_ghz,
+        cpi_factor: bc.cpi_factor,
+        llc_bytes: topo
+            .caches()
+            .iter()
+            .map(|c| c.size_bytes)
+            .max()
+            .unwrap_or(0) as f64,
+        latency_ns: topo
+            .nodes()
+            .iter()
+            .map(|n| n.latency_ns[n.id.index()])
+            .fold(f64::MAX, f64::min),
+    }
+}
+
+/// Every phase of the workload flattened (spec by spec, group by group), and per spec, per thread
+/// group, the index of its first phase there.
+pub(crate) fn build_phases<'a>(
+    workload: &'a Workload,
+    best: &BestCore,
+) -> (Vec<PhaseInfo<'a>>, Vec<Vec<u32>>) {
+    let mut phases = Vec::new();
+    let mut phase_base = Vec::with_capacity(workload.apps.len());
+    for spec in &workload.apps {
+        let mut bases = Vec::with_capacity(spec.threads.len());
+        for group in &spec.threads {
+            bases.push(phases.len() as u32);
+            phases.extend(group.phases.iter().map(|phase| PhaseInfo {
+                phase,
+                ideal_ns_per_instr: ideal_ns_per_instr(phase, best),
+                refs_pki: phase.miss.mpki_smallest(),
+                ws_bytes: phase.miss.working_set_bytes() as f64,
+            }));
+        }
+        phase_base.push(bases);
+    }
+    (phases, phase_base)
+}
+
+/// The shared caches below the LLC whose LLC has a known hit latency (module L2s); sets each
+/// core's `l2`.
+pub(crate) fn build_shared_l2s(
+    topo: &Topology,
+    cores: &mut IdVec<CoreId, SimCore>,
+) -> Vec<SharedL2> {
+    let mut shared_l2s: Vec<SharedL2> = Vec::new();
+    let mut l2_of_cache: BTreeMap<usize, usize> = BTreeMap::new();
+    for core in topo.cores() {
+        let Some(llc) = topo.llc_of(core.id) else {
+            continue;
+        };
+        let (Some(next_latency_ns), true) = (llc.hit_latency_ns, llc.level > 1) else {
+            continue;
+        };
+        let below = topo
+            .caches()
+            .iter()
+            .position(|k| k.level == llc.level - 1 && k.cpus.contains(&core.id));
+        let Some(idx) = below.filter(|&i| topo.caches()[i].cpus.len() > 1) else {
+            continue;
+        };
+        let slot = *l2_of_cache.entry(idx).or_insert_with(|| {
+            shared_l2s.push(SharedL2 {
+                capacity: topo.caches()[idx].size_bytes as f64,
+                sum_ws: 0.0,
+                next_latency_ns,
+            });
+            shared_l2s.len() - 1
+        });
+        cores[core.id].l2 = Some(slot);
+    }
+    shared_l2s
+}
+
+/// Memory bandwidth of each node in bytes per ns, where the machine gives one.
+pub(crate) fn node_bandwidths(topo: &Topology) -> Vec<Option<f64>> {
+    topo.nodes()
+        .iter()
+        .map(|n| n.bandwidth_bytes_per_s.map(|b| b / NS_PER_S as f64))
+        .collect()
+}
+
+/// Time per instruction of a phase alone on the fastest core with the whole LLC and local memory.
+fn ideal_ns_per_instr(phase: &Phase, best: &BestCore) -> f64 {
+    let share = (phase.miss.working_set_bytes() as f64).min(best.llc_bytes);
+    perf::ns_per_instruction(
+        phase.cpi,
+        best.cpi_factor,
+        best.eff_ghz,
+        1.0,
+        phase.miss.mpki(share),
+        best.latency_ns / phase.mlp,
+    )
+}
