@@ -583,3 +583,61 @@ fn a_module_shares_its_fpu_and_its_l2() {
     // hmmer's 3% FP share barely meets the FPU: its slowdown is the L2's, far below povray's.
     assert!(hmmer_same / hmmer_apart < povray_same / povray_apart);
 }
+
+/// A baseline that queues every thread on the first core it may use and never balances: with it,
+/// nothing spreads threads but the engine's own idle sweep asking the baseline (which declines).
+struct FirstCore;
+
+impl hetsched_sim::baseline::Baseline for FirstCore {
+    fn name(&self) -> &'static str {
+        "first-core"
+    }
+    fn place_new(&mut self, rq: &hetsched_sim::baseline::RunQueueView<'_>, t: ThreadId) -> CoreId {
+        rq.allowed(t).iter().next().unwrap()
+    }
+    fn place_wake(&mut self, rq: &hetsched_sim::baseline::RunQueueView<'_>, t: ThreadId) -> CoreId {
+        self.place_new(rq, t)
+    }
+    fn newidle_pull(
+        &mut self,
+        _: &hetsched_sim::baseline::RunQueueView<'_>,
+        _: CoreId,
+    ) -> Option<ThreadId> {
+        None
+    }
+    fn on_tick(&mut self, _: u64, _: &mut dyn hetsched_sim::baseline::BalancePort) {}
+}
+
+static FIRST_CORE: hetsched_sim::baseline::BaselineEntry = hetsched_sim::baseline::BaselineEntry {
+    name: "first-core",
+    description: "every thread on its first allowed core, no balancing",
+    make: |_| Box::new(FirstCore),
+};
+
+/// The baseline is whatever `SimConfig::baseline` names: two CPU-bound threads on a symmetric
+/// machine take twice as long when the baseline stacks them on one core as when the default one
+/// spreads them, and the default is found by its name in the table.
+#[test]
+fn the_baseline_is_chosen_through_the_config() {
+    let topo = machine("pinter-smp");
+    let mut w = single("two", vec![phase(2e9, 1.0, 0.0, PhaseEnd::Next)]);
+    w.apps[0].threads[0].count = 2;
+    let run = |baseline| {
+        let cfg = SimConfig {
+            baseline,
+            ..SimConfig::default()
+        };
+        let r = simulate(&topo, &w, policy_by_name("linux-default").unwrap(), cfg);
+        assert!(r.finished);
+        r.makespan_s
+    };
+    let default = hetsched_sim::baseline::default_baseline();
+    assert_eq!(
+        hetsched_sim::baseline::baseline_by_name(default.name).map(|b| b.name),
+        Some(default.name)
+    );
+    let spread = run(default);
+    let stacked = run(&FIRST_CORE);
+    let ratio = stacked / spread;
+    assert!((1.9..2.1).contains(&ratio), "stacked {stacked} s vs spread {spread} s");
+}
