@@ -1,6 +1,6 @@
 //! What a policy observes: the `View`. Both backends fill it: the simulator from its model, the live
 //! backend from perf counters and /proc. Counters are cumulative (a policy that wants a rate keeps
-//! its previous snapshot and takes the difference, STYLE.md habit 7).
+//! its previous snapshot and takes the difference, so no rate depends on when the backend sampled).
 
 use crate::cpuset::CpuSet;
 use crate::ids::{AppId, CoreId, ThreadId};

@@ -1,6 +1,6 @@
 //! The policy interface: a policy sees a [`View`] and answers with placements. It needs
-//! `rebalance` and little else to exist; the other callbacks default to doing nothing
-//! (STYLE.md habit 2). Policies make no OS calls, read no clock and draw no unseeded random number:
+//! `rebalance` and little else to exist; the other callbacks default to doing nothing, so a
+//! simple policy stays short. Policies make no OS calls, read no clock and draw no unseeded random number:
 //! time comes in as `View::now_ns`.
 
 use crate::cpuset::CpuSet;

@@ -1,4 +1,4 @@
-//! Results of a run, as typed structs with a description on every field (STYLE.md habit 7).
+//! Results of a run, as typed structs with a description on every field, so a JSON reader knows what each number is.
 
 use serde::Serialize;
 

@@ -87,7 +87,7 @@ fn pinned_time(topo: &Topology, w: &Workload, core: u32) -> f64 {
 }
 
 /// A CPU-bound thread runs twice as fast on a core twice as fast; a memory-bound one gains much
-/// less (issue 3; HASS section 3).
+/// less (HASS section 3).
 #[test]
 fn fast_core_doubles_cpu_bound_but_not_memory_bound() {
     let smp = machine("amps-smp"); // cores 0-1 at 2.66 GHz, 2-7 at 50% duty
