@@ -639,5 +639,8 @@ fn the_baseline_is_chosen_through_the_config() {
     let spread = run(default);
     let stacked = run(&FIRST_CORE);
     let ratio = stacked / spread;
-    assert!((1.9..2.1).contains(&ratio), "stacked {stacked} s vs spread {spread} s");
+    assert!(
+        (1.9..2.1).contains(&ratio),
+        "stacked {stacked} s vs spread {spread} s"
+    );
 }

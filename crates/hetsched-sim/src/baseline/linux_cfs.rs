@@ -16,9 +16,9 @@
 //! Policies restrict allowed sets; the balancer keeps working inside them, as the kernel does
 //! under CPU affinity.
 
-use super::{BalancePort, Baseline, RunQueueView};
+use super::{balance, BalancePort, Baseline, RunQueueView};
 use hetsched_core::rng::SeededRng;
-use hetsched_core::{CoreId, Id, ThreadId};
+use hetsched_core::{CoreId, ThreadId};
 
 /// The baseline's name.
 pub const NAME: &str = "linux-cfs";
@@ -27,17 +27,12 @@ pub const NAME: &str = "linux-cfs";
 /// domain is a few ms, `sd->balance_interval`; 2 ticks of 4 ms is 8 ms).
 pub const BALANCE_TICKS: u64 = 2;
 
-/// Most source cores a destination tries before the balancer gives up on it (threads pinned
-/// elsewhere can make every source useless; this bounds the work).
-const MAX_SOURCES_TRIED: usize = 8;
-
-/// Most destinations that may find nothing to pull in one balance before it stops.
-const MAX_FAILED_DESTINATIONS: usize = 16;
-
 /// The balancer, with its seeded tie-breaking generator.
 #[derive(Clone, Debug)]
 pub struct LinuxCfs {
     rng: SeededRng,
+    /// One per core: the balance weighs every core alike.
+    equal_capacity: Vec<f64>,
 }
 
 impl LinuxCfs {
@@ -45,12 +40,18 @@ impl LinuxCfs {
     pub fn new(seed: u64) -> Self {
         Self {
             rng: SeededRng::new(seed),
+            equal_capacity: Vec::new(),
         }
     }
 
     /// A uniformly chosen core of `t`'s allowed set that is idle with nothing queued, preferring
     /// (when `near` is given) those sharing that core's LLC. Seeded; allocates nothing.
-    fn random_free(
+    /// The generator of the seeded tie-breaks (a baseline built on this one shares it).
+    pub(super) fn rng(&mut self) -> &mut SeededRng {
+        &mut self.rng
+    }
+
+    pub(super) fn random_free(
         &mut self,
         rq: &RunQueueView<'_>,
         t: ThreadId,
@@ -81,7 +82,7 @@ impl LinuxCfs {
     }
 
     /// A uniformly chosen least-loaded core of the thread's allowed set (seeded).
-    fn random_least_loaded(&mut self, rq: &RunQueueView<'_>, t: ThreadId) -> CoreId {
+    pub(super) fn random_least_loaded(&mut self, rq: &RunQueueView<'_>, t: ThreadId) -> CoreId {
         let allowed = rq.allowed(t);
         let min = allowed.iter().map(|c| rq.runnable(c)).min().unwrap_or(0);
         let n = allowed.iter().filter(|&c| rq.runnable(c) == min).count();
@@ -92,81 +93,11 @@ impl LinuxCfs {
             .nth(k)
             .unwrap_or(CoreId(0))
     }
-
-    /// Periodic balance over the whole machine: the least loaded core pulls one waiting thread
-    /// from one of the most loaded (run-queue lengths differing by two or more), again and again.
-    /// Among equally loaded sources a nearer one (same LLC, then same node) is tried first. Each
-    /// step is O(n); destinations that find nothing they may run are skipped, at most
-    /// [`MAX_FAILED_DESTINATIONS`] of them, so a balance is O(n × (moves + 16)).
-    fn periodic_balance(&mut self, port: &mut dyn BalancePort) {
-        let mut load: Vec<u32> = port.view().cores.iter().map(|c| c.runnable).collect();
-        let n = load.len();
-        let max = load.iter().copied().max().unwrap_or(0);
-        let min = load.iter().copied().min().unwrap_or(0);
-        if max < min + 2 {
-            return;
-        }
-        // Seeded shuffle: ties between equally loaded destinations go by this order.
-        let mut order: Vec<usize> = (0..n).collect();
-        for i in (1..n).rev() {
-            let j = self.rng.below(i + 1);
-            order.swap(i, j);
-        }
-        let mut failed = vec![false; n];
-        let mut failures = 0;
-        let mut moves = 0;
-        while failures < MAX_FAILED_DESTINATIONS && moves < 2 * n {
-            let Some(&c) = order
-                .iter()
-                .filter(|&&c| !failed[c])
-                .min_by_key(|&&c| load[c])
-            else {
-                break;
-            };
-            let rq = port.view();
-            let topo = rq.topology;
-            let cc = topo.core(CoreId::from_index(c));
-            let near = |b: usize| -> u32 {
-                let cb = topo.core(CoreId::from_index(b));
-                if cb.llc.is_some() && cb.llc == cc.llc {
-                    0
-                } else if cb.node == cc.node {
-                    1
-                } else {
-                    2
-                }
-            };
-            let mut candidates: Vec<usize> = (0..n)
-                .filter(|&b| load[b] >= load[c] + 2 && !rq.queues[CoreId::from_index(b)].is_empty())
-                .collect();
-            if candidates.is_empty() {
-                break;
-            }
-            candidates.sort_by_key(|&b| (std::cmp::Reverse(load[b]), near(b), b));
-            candidates.truncate(MAX_SOURCES_TRIED);
-            let to = CoreId::from_index(c);
-            let pick = candidates
-                .into_iter()
-                .find_map(|b| movable(&rq, CoreId::from_index(b), to).map(|t| (b, t)));
-            match pick {
-                Some((b, t)) => {
-                    port.move_thread(t, to);
-                    load[b] -= 1;
-                    load[c] += 1;
-                    moves += 1;
-                }
-                None => {
-                    failed[c] = true;
-                    failures += 1;
-                }
-            }
-        }
-    }
 }
 
 /// A queued thread on core `from` that may run on `to` (the last such in the queue).
 fn movable(rq: &RunQueueView<'_>, from: CoreId, to: CoreId) -> Option<ThreadId> {
-    rq.waiting(from).rev().find(|&t| rq.allowed(t).contains(to))
+    balance::movable(rq.waiting(from), |t| rq.allowed(t).contains(to))
 }
 
 impl Baseline for LinuxCfs {
@@ -223,7 +154,9 @@ impl Baseline for LinuxCfs {
 
     fn on_tick(&mut self, tick: u64, port: &mut dyn BalancePort) {
         if tick.is_multiple_of(BALANCE_TICKS) {
-            self.periodic_balance(port);
+            let n = port.view().num_cores();
+            self.equal_capacity.resize(n, 1.0);
+            balance::periodic_balance(&mut self.rng, &self.equal_capacity, port);
         }
     }
 }

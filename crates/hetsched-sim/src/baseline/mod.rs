@@ -9,6 +9,8 @@
 //! ([`RunQueueView`]) and acts through one command ([`BalancePort::move_thread`]); it never sees
 //! the engine's own state, so a second baseline cannot depend on the first one's internals.
 
+mod balance;
+pub mod linux_6;
 pub mod linux_cfs;
 
 use crate::runqueue::RunQueue;
@@ -17,6 +19,8 @@ use hetsched_core::{CoreId, CoreObs, CpuSet, IdVec, ThreadId, ThreadObs, Topolog
 /// What a baseline sees of the machine: the run queues and each thread's placement, read-only.
 #[derive(Clone, Copy)]
 pub struct RunQueueView<'a> {
+    /// Simulated time now, ns.
+    pub now_ns: u64,
     /// The machine.
     pub topology: &'a Topology,
     /// Every thread's observation (allowed set, state, current core).
@@ -98,11 +102,18 @@ pub struct BaselineEntry {
 }
 
 /// Every baseline; the first is the default.
-pub const BASELINES: &[BaselineEntry] = &[BaselineEntry {
-    name: linux_cfs::NAME,
-    description: "Linux CFS balancing with symmetric capacities: idle-first placement, wake to the previous or an idle core, newly-idle pulls, periodic balance of run-queue lengths; blind to core speed",
-    make: |seed| Box::new(linux_cfs::LinuxCfs::new(seed)),
-}];
+pub const BASELINES: &[BaselineEntry] = &[
+    BaselineEntry {
+        name: linux_cfs::NAME,
+        description: "Linux CFS balancing with symmetric capacities: idle-first placement, wake to the previous or an idle core, newly-idle pulls, periodic balance of run-queue lengths; blind to core speed",
+        make: |seed| Box::new(linux_cfs::LinuxCfs::new(seed)),
+    },
+    BaselineEntry {
+        name: linux_6::NAME,
+        description: "today's Linux on asymmetric machines: capacity-aware wake-up placement, capacity-weighted balance, misfit and reduced-capacity migration of running threads to idle bigger cores",
+        make: |seed| Box::new(linux_6::Linux6::new(seed)),
+    },
+];
 
 /// The default baseline.
 pub fn default_baseline() -> &'static BaselineEntry {

@@ -9,6 +9,7 @@ impl<'a> Simulation<'a> {
     /// The run queues as the baseline sees them.
     fn rq_view(&self) -> RunQueueView<'_> {
         RunQueueView {
+            now_ns: self.now,
             topology: self.topo,
             threads: &self.obs,
             cores: &self.core_obs,

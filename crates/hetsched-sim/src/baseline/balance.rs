@@ -1,0 +1,107 @@
+//! The periodic balance both Linux baselines share: the least loaded core pulls one waiting thread
+//! from one of the most loaded, again and again, while a move lowers the busier core's load. Load
+//! is run-queue length, divided by the core's capacity when the baseline knows capacities (the
+//! kernel's `avg_load = load * SCHED_CAPACITY_SCALE / group_capacity`, `update_sg_lb_stats`).
+
+use super::BalancePort;
+use hetsched_core::rng::SeededRng;
+use hetsched_core::{CoreId, Id, ThreadId};
+
+/// Most source cores a destination tries before the balancer gives up on it (threads pinned
+/// elsewhere can make every source useless; this bounds the work).
+const MAX_SOURCES_TRIED: usize = 8;
+
+/// Most destinations that may find nothing to pull in one balance before it stops.
+const MAX_FAILED_DESTINATIONS: usize = 16;
+
+/// One periodic balance over the whole machine. `capacity[c]` weighs core `c`'s load (all 1 for a
+/// balancer blind to core speed). A waiting thread moves from `b` to `c` when `b`'s load per
+/// capacity exceeds `c`'s after the move; with equal capacities, when the run-queue lengths differ
+/// by two or more. Among equally loaded sources a nearer one (same LLC, then same node) is tried
+/// first. Each step is O(n); destinations that find nothing they may run are skipped, at most
+/// [`MAX_FAILED_DESTINATIONS`] of them, so a balance is O(n × (moves + 16)).
+pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut dyn BalancePort) {
+    let mut load: Vec<u32> = port.view().cores.iter().map(|c| c.runnable).collect();
+    let n = load.len();
+    let per_cap = |load: &[u32], c: usize| f64::from(load[c]) / capacity[c];
+    let after_pull = |load: &[u32], c: usize| f64::from(load[c] + 1) / capacity[c];
+    let busiest = (0..n).map(|c| per_cap(&load, c)).fold(f64::MIN, f64::max);
+    let idlest = (0..n)
+        .map(|c| after_pull(&load, c))
+        .fold(f64::MAX, f64::min);
+    if busiest <= idlest {
+        return;
+    }
+    // Seeded shuffle: ties between equally loaded destinations go by this order.
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        let j = rng.below(i + 1);
+        order.swap(i, j);
+    }
+    let mut failed = vec![false; n];
+    let mut failures = 0;
+    let mut moves = 0;
+    while failures < MAX_FAILED_DESTINATIONS && moves < 2 * n {
+        let Some(&c) = order
+            .iter()
+            .filter(|&&c| !failed[c])
+            .min_by(|&&x, &&y| per_cap(&load, x).total_cmp(&per_cap(&load, y)))
+        else {
+            break;
+        };
+        let rq = port.view();
+        let topo = rq.topology;
+        let cc = topo.core(CoreId::from_index(c));
+        let near = |b: usize| -> u32 {
+            let cb = topo.core(CoreId::from_index(b));
+            if cb.llc.is_some() && cb.llc == cc.llc {
+                0
+            } else if cb.node == cc.node {
+                1
+            } else {
+                2
+            }
+        };
+        let target = after_pull(&load, c);
+        let mut candidates: Vec<usize> = (0..n)
+            .filter(|&b| per_cap(&load, b) > target && !rq.queues[CoreId::from_index(b)].is_empty())
+            .collect();
+        if candidates.is_empty() {
+            break;
+        }
+        candidates.sort_by(|&x, &y| {
+            per_cap(&load, y)
+                .total_cmp(&per_cap(&load, x))
+                .then(near(x).cmp(&near(y)))
+                .then(x.cmp(&y))
+        });
+        candidates.truncate(MAX_SOURCES_TRIED);
+        let to = CoreId::from_index(c);
+        let pick = candidates.into_iter().find_map(|b| {
+            movable(rq.waiting(CoreId::from_index(b)), |t| {
+                rq.allowed(t).contains(to)
+            })
+            .map(|t| (b, t))
+        });
+        match pick {
+            Some((b, t)) => {
+                port.move_thread(t, to);
+                load[b] -= 1;
+                load[c] += 1;
+                moves += 1;
+            }
+            None => {
+                failed[c] = true;
+                failures += 1;
+            }
+        }
+    }
+}
+
+/// The last thread of a queue that `may_run` accepts.
+pub(super) fn movable(
+    queue: impl DoubleEndedIterator<Item = ThreadId>,
+    may_run: impl Fn(ThreadId) -> bool,
+) -> Option<ThreadId> {
+    queue.rev().find(|&t| may_run(t))
+}
