@@ -239,7 +239,7 @@ pub fn simulate_report(doc: &SimulateJson, topo: &Topology) -> String {
 }
 
 /// Grouped bars of fractions per bin, one colour per series (the style of AMPS Figure 6).
-pub fn histogram_svg(h: &hetsched_sim::reproduce::Histogram) -> String {
+pub fn histogram_svg(h: &hetsched_experiments::reproduce::Histogram) -> String {
     let (w, plot_h, left, top) = (720.0, 220.0, 50.0, 30.0);
     let bins = h.edges.len().saturating_sub(1).max(1);
     let max = h
@@ -310,7 +310,7 @@ pub fn histogram_svg(h: &hetsched_sim::reproduce::Histogram) -> String {
 /// The policy matrix as a heat map: scenarios down, policies across; each cell coloured by the
 /// mean speedup over linux-default (red below 1, white at 1, green above, saturating at ±30%) and
 /// labelled with it; the spread over seeds in the cell's tooltip.
-pub fn heat_map_svg(m: &hetsched_sim::reproduce::matrix::Matrix) -> String {
+pub fn heat_map_svg(m: &hetsched_experiments::reproduce::matrix::Matrix) -> String {
     let (left, top, cw, ch) = (230.0, 90.0, 86.0, 26.0);
     // The policies, then static-best (grey where it is not computable).
     let columns: Vec<&str> = m

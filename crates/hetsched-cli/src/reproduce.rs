@@ -4,7 +4,7 @@ use crate::bad_input;
 use crate::report::{esc, heat_map_svg, histogram_svg, write_out};
 use crate::simulate::progress_bar;
 use clap::Args;
-use hetsched_sim::reproduce::{experiments, run_experiment, Experiment, Row};
+use hetsched_experiments::reproduce::{experiments, run_experiment, Experiment, Row};
 use std::fmt::Write;
 use std::path::PathBuf;
 
@@ -79,7 +79,7 @@ fn fmt_value(v: Option<f64>) -> String {
 }
 
 /// A matrix as a grid: scenarios down, policies across, mean speedup in each cell.
-fn matrix_grid(m: &hetsched_sim::reproduce::matrix::Matrix) -> String {
+fn matrix_grid(m: &hetsched_experiments::reproduce::matrix::Matrix) -> String {
     let w = m.scenarios.iter().map(|s| s.len()).max().unwrap_or(10);
     let cw = m.policies.iter().map(|p| p.len()).max().unwrap_or(6).max(6);
     let mut out = format!("  {:<w$}", "scenario \\ policy");

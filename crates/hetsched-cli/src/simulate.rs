@@ -8,13 +8,13 @@ use hetsched_core::policies::amps::NumaMode;
 use hetsched_core::policies::linux_default::LinuxDefault;
 use hetsched_core::policies::{policy_by_name, policy_names, policy_with_options, PolicyOptions};
 use hetsched_core::Topology;
+use hetsched_experiments::static_best::{
+    assignments, run_assignments, Assignment, STATIC_BEST_MAX_ASSIGNMENTS,
+};
 use hetsched_sim::batch::{run_jobs, Job};
 use hetsched_sim::engine::NS_PER_S;
 use hetsched_sim::metrics::speedup;
 use hetsched_sim::presets::{workload_names, workload_preset, DEFAULT_WORKLOAD, WORKLOAD_PRESETS};
-use hetsched_sim::static_best::{
-    assignments, run_assignments, Assignment, STATIC_BEST_MAX_ASSIGNMENTS,
-};
 use hetsched_sim::{RunResult, SimConfig, Workload};
 use serde::Serialize;
 use std::path::{Path, PathBuf};

@@ -5,13 +5,10 @@ pub mod baseline;
 pub mod batch;
 pub mod engine;
 pub mod metrics;
-pub mod paper_models;
 pub mod perf;
 pub mod presets;
-pub mod reproduce;
 pub mod runqueue;
 pub mod splits;
-pub mod static_best;
 pub mod workload;
 
 pub use engine::{SimConfig, Simulation};

@@ -1,6 +1,6 @@
 //! Helpers shared by the reproduction tests.
 
-use hetsched_sim::reproduce::{run_experiment, Experiment, Row};
+use hetsched_experiments::reproduce::{run_experiment, Experiment, Row};
 
 /// Run an experiment by name, quietly.
 pub fn run(name: &str) -> Experiment {

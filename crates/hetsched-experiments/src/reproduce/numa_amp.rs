@@ -29,15 +29,15 @@
 //!   (section 4.3), four of four programs and one of all eight, three seeds each.
 
 use super::{machine, mean, workload, Experiment, Row};
-use crate::batch::{run_jobs, Job};
-use crate::workload::{AppSpec, Workload};
-use crate::{RunResult, SimConfig};
 use hetsched_core::policies::numa_amp::metrics::{
     amp_speedup_factor, contention_degradation_factor, cpu_bound_factor, eviction_rate,
 };
 use hetsched_core::policies::numa_amp::{NumaAmp, NumaAmpConfig};
 use hetsched_core::policies::policy_by_name;
 use hetsched_core::{CpuSet, Policy, Topology};
+use hetsched_sim::batch::{run_jobs, Job};
+use hetsched_sim::workload::{AppSpec, Workload};
+use hetsched_sim::{RunResult, SimConfig};
 use std::collections::BTreeMap;
 
 const PAPER: &str = "004_18f8fde1443bb88d.txt";

@@ -17,11 +17,11 @@
 //! helpers, five runs.
 
 use super::{machine, mean, run_grid, workload, Experiment, PolicyChoice, Row};
-use crate::engine::NS_PER_S;
-use crate::workload::Workload;
-use crate::{RunResult, SimConfig};
 use hetsched_core::policies::bulldover::FP_INTENSIVE_THRESHOLD;
 use hetsched_core::{CpuSet, Topology};
+use hetsched_sim::engine::NS_PER_S;
+use hetsched_sim::workload::Workload;
+use hetsched_sim::{RunResult, SimConfig};
 
 const PAPER: &str = "002_0e0ad59231de2fe4.txt";
 const MACHINE: &str = "bulldover";
@@ -96,7 +96,7 @@ fn makespans(runs: &[RunResult]) -> Vec<f64> {
 }
 
 fn cv(v: &[f64]) -> f64 {
-    crate::engine::coefficient_of_variation(v)
+    hetsched_sim::engine::coefficient_of_variation(v)
 }
 
 fn l2_misses(r: &RunResult) -> f64 {

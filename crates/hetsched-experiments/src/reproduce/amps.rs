@@ -14,12 +14,12 @@
 use super::{
     histogram, machine, mean, median, run_grid, workload, Experiment, Histogram, PolicyChoice, Row,
 };
-use crate::engine::NS_PER_S;
-use crate::workload::{PhaseEnd, Workload};
-use crate::{RunResult, SimConfig};
 use hetsched_core::policies::amps::NumaMode;
 use hetsched_core::policies::PolicyOptions;
 use hetsched_core::Topology;
+use hetsched_sim::engine::NS_PER_S;
+use hetsched_sim::workload::{PhaseEnd, Workload};
+use hetsched_sim::{RunResult, SimConfig};
 
 const PAPER: &str = "000_4a669650d086bec9.txt";
 
@@ -133,7 +133,7 @@ fn mean_speedup(base: &[RunResult], runs: &[RunResult], finite: bool) -> f64 {
     let v: Vec<f64> = base
         .iter()
         .zip(runs)
-        .map(|(b, r)| crate::metrics::speedup(b, r, finite))
+        .map(|(b, r)| hetsched_sim::metrics::speedup(b, r, finite))
         .collect();
     mean(&v)
 }
@@ -206,7 +206,7 @@ fn first_completions(r: &RunResult, n: usize) -> Vec<f64> {
 }
 
 fn cv(v: &[f64]) -> f64 {
-    crate::engine::coefficient_of_variation(v)
+    hetsched_sim::engine::coefficient_of_variation(v)
 }
 
 fn fairness(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {

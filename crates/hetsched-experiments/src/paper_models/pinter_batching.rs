@@ -16,7 +16,7 @@
 //!   every CPU gets), refusing instances whose count of splits, bounded without the size
 //!   constraint by `Π_kinds C(count + m − 1, m − 1)`, exceeds [`MAX_SPLITS`].
 
-use crate::splits::for_each_split;
+use hetsched_sim::splits::for_each_split;
 use std::collections::BTreeMap;
 
 /// A task: its data fragment, whether it writes (invalidates) it, and the cache lines it reads.

@@ -19,12 +19,12 @@
 //!   paper's message counts are divided by 20 to keep the 36 runs short.
 
 use super::{machine, mean, run_grid, Experiment, PolicyChoice, Row};
-use crate::engine::{coefficient_of_variation, NS_PER_S};
 use crate::paper_models::pinter_batching::{
     online_split, optimal_split_g, split_penalty_g, DfTask, SwitchCosts,
 };
-use crate::workload::{AppSpec, MissCurve, Phase, PhaseEnd, ThreadSpec, Workload};
-use crate::SimConfig;
+use hetsched_sim::engine::{coefficient_of_variation, NS_PER_S};
+use hetsched_sim::workload::{AppSpec, MissCurve, Phase, PhaseEnd, ThreadSpec, Workload};
+use hetsched_sim::SimConfig;
 
 const PAPER: &str = "001_d436d275ee969d7c.txt";
 const MACHINE: &str = "pinter-smp";

@@ -12,11 +12,11 @@ pub mod hass;
 pub mod matrix;
 pub mod numa_amp;
 
-use crate::batch::{run_jobs, Job};
-use crate::{RunResult, SimConfig, Workload};
 use hetsched_core::policies::policy_with_options;
 use hetsched_core::policies::PolicyOptions;
 use hetsched_core::Topology;
+use hetsched_sim::batch::{run_jobs, Job};
+use hetsched_sim::{RunResult, SimConfig, Workload};
 use serde::Serialize;
 
 /// One line of an experiment: the paper's figure beside ours.
@@ -199,7 +199,7 @@ pub(crate) fn machine(name: &str) -> Topology {
 
 /// A workload preset resolved on a machine.
 pub(crate) fn workload(name: &str, topo: &Topology) -> Workload {
-    crate::presets::workload_preset(name, topo)
+    hetsched_sim::presets::workload_preset(name, topo)
         .expect("a workload preset")
         .expect("presets parse")
 }

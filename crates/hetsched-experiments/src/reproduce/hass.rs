@@ -16,16 +16,16 @@
 //! load; static-best is the best of them.
 
 use super::{machine, workload, Experiment, Row};
-use crate::batch::{run_jobs, Job};
-use crate::engine::NS_PER_S;
 use crate::static_best::{
     assignments, class_weights, default_metric, ideal_rr_metric, per_class_times, run_assignments,
     sample_assignments, StaticError, StaticRuns, STATIC_BEST_MAX_ASSIGNMENTS,
 };
-use crate::workload::Workload;
-use crate::{RunResult, SimConfig};
 use hetsched_core::policies::{policy_with_options, PolicyOptions};
 use hetsched_core::Topology;
+use hetsched_sim::batch::{run_jobs, Job};
+use hetsched_sim::engine::NS_PER_S;
+use hetsched_sim::workload::Workload;
+use hetsched_sim::{RunResult, SimConfig};
 
 const PAPER: &str = "003_1747edf65250168b.txt";
 

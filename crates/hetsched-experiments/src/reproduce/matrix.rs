@@ -9,11 +9,11 @@
 //! several completions of every program.
 
 use super::{machine, run_grid, workload, Experiment, PolicyChoice, Row};
-use crate::engine::NS_PER_S;
-use crate::metrics::speedup;
 use crate::static_best::{self, STATIC_BEST_MAX_ASSIGNMENTS};
-use crate::SimConfig;
 use hetsched_core::policies::policy_names;
+use hetsched_sim::engine::NS_PER_S;
+use hetsched_sim::metrics::speedup;
+use hetsched_sim::SimConfig;
 use serde::Serialize;
 
 pub const EXPERIMENTS: &[(&str, &str)] = &[(
@@ -168,7 +168,7 @@ pub fn matrix(
         let topo = machine(sc.machine);
         let w = workload(sc.workload, &topo);
         let finite = w.is_finite();
-        let cfg = |_: &crate::Workload| SimConfig {
+        let cfg = |_: &hetsched_sim::Workload| SimConfig {
             duration_ns: (sc.seconds * NS_PER_S as f64) as u64,
             ..Default::default()
         };

@@ -20,15 +20,15 @@
 //!   cores, `1 / Σ_k (w_k / T_k)`. The per-class times come from the static-assignment runs, which
 //!   keep the experiment's load.
 
-use crate::batch::{run_jobs, Job};
-use crate::metrics::{AppResult, RunResult};
-use crate::splits::for_each_split;
-use crate::workload::{AppSpec, Workload};
-use crate::SimConfig;
 use hetsched_core::policies::linux_default::LinuxDefault;
 use hetsched_core::policies::partitions::Partitions;
 use hetsched_core::rng::SeededRng;
 use hetsched_core::Topology;
+use hetsched_sim::batch::{run_jobs, Job};
+use hetsched_sim::metrics::{AppResult, RunResult};
+use hetsched_sim::splits::for_each_split;
+use hetsched_sim::workload::{AppSpec, Workload};
+use hetsched_sim::SimConfig;
 use std::collections::BTreeSet;
 use thiserror::Error;
 
@@ -358,8 +358,8 @@ pub fn ideal_rr_metric(times: &[Option<f64>], weights: &[f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::presets::workload_preset;
     use hetsched_core::presets::machine_preset;
+    use hetsched_sim::presets::workload_preset;
 
     fn machine(name: &str) -> Topology {
         machine_preset(name).unwrap().unwrap()
