@@ -24,7 +24,7 @@ const EMULATED_FILE: &str = "emulated.toml";
 #[derive(Args, Debug, Default)]
 pub struct RunArgs {
     /// Placement policy (see `hetsched simulate --help` for the list).
-    #[arg(long, default_value = "amps")]
+    #[arg(long, default_value = hetsched_core::policies::amps::NAME)]
     pub policy: String,
     /// Observation interval, ms.
     #[arg(long, default_value_t = 100.0)]

@@ -3,6 +3,7 @@
 
 mod live;
 mod machine;
+mod policies;
 mod report;
 mod reproduce;
 mod signature;
@@ -32,6 +33,8 @@ enum Command {
     Simulate(simulate::SimulateArgs),
     /// List the workload presets.
     Workloads(simulate::WorkloadsArgs),
+    /// List the policies: what each observes, where it runs, the paper it implements.
+    Policies(topo::ListArgs),
     /// Reproduce the papers' experiments on the simulator, the paper's values beside ours.
     Reproduce(reproduce::ReproduceArgs),
     /// Architectural signature (HASS) of a program from its memory trace, or of a program run
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
         Some(Command::Machines(args)) => topo::run_machines(&args),
         Some(Command::Simulate(args)) => simulate::run_simulate(&args),
         Some(Command::Workloads(args)) => simulate::run_workloads(&args),
+        Some(Command::Policies(args)) => policies::run_policies(&args),
         Some(Command::Reproduce(args)) => reproduce::run_reproduce(&args),
         Some(Command::Signature(args)) => signature::run_signature(&args),
         Some(Command::Run(args)) => live::run_run(&args).map(|code| status = code),

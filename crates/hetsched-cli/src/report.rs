@@ -3,6 +3,7 @@
 //! style of Pinter's Figures 2-3.
 
 use crate::simulate::SimulateJson;
+use hetsched_core::policies::STATIC_BEST;
 use hetsched_core::Topology;
 use std::fmt::Write;
 
@@ -317,7 +318,7 @@ pub fn heat_map_svg(m: &hetsched_experiments::reproduce::matrix::Matrix) -> Stri
         .policies
         .iter()
         .map(|p| p.as_str())
-        .chain(["static-best"])
+        .chain([STATIC_BEST])
         .collect();
     let w = left + cw * columns.len() as f64 + 10.0;
     let h = top + ch * m.scenarios.len() as f64 + 30.0;

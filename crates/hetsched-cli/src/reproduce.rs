@@ -4,6 +4,7 @@ use crate::bad_input;
 use crate::report::{esc, heat_map_svg, histogram_svg, write_out};
 use crate::simulate::progress_bar;
 use clap::Args;
+use hetsched_core::policies::STATIC_BEST;
 use hetsched_experiments::reproduce::{experiments, run_experiment, Experiment, Row};
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -86,7 +87,7 @@ fn matrix_grid(m: &hetsched_experiments::reproduce::matrix::Matrix) -> String {
     for p in &m.policies {
         let _ = write!(out, " {p:>cw$}");
     }
-    let _ = write!(out, " {:>cw$}", "static-best");
+    let _ = write!(out, " {:>cw$}", STATIC_BEST);
     out.push('\n');
     for ((sc, row), best) in m.scenarios.iter().zip(&m.cells).zip(&m.static_best) {
         let _ = write!(out, "  {sc:<w$}");

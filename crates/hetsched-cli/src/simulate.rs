@@ -6,7 +6,8 @@ use crate::{bad_input, report};
 use clap::Args;
 use hetsched_core::policies::amps::NumaMode;
 use hetsched_core::policies::linux_default::LinuxDefault;
-use hetsched_core::policies::{policy_by_name, policy_names, policy_with_options, PolicyOptions};
+use hetsched_core::policies::linux_default::NAME as LINUX_DEFAULT;
+use hetsched_core::policies::{entry, policy_names, policy_with_options, PolicyOptions, REGISTRY};
 use hetsched_core::Topology;
 use hetsched_experiments::static_best::{
     assignments, run_assignments, Assignment, STATIC_BEST_MAX_ASSIGNMENTS,
@@ -81,12 +82,15 @@ struct Plan {
     options: PolicyOptions,
     seeds: Vec<u64>,
     cfg: SimConfig,
-    /// Every static assignment, when `static-best` was asked for.
+    /// Every static assignment, when the oracle (static-best) was asked for.
     static_assignments: Option<Vec<Assignment>>,
 }
 
-/// The oracle's CLI name (HASS section 5, best static assignment).
-pub const STATIC_BEST: &str = "static-best";
+/// A policy that needs the whole workload in advance: run by its own runner, not as a policy
+/// object (the registry's oracle flag).
+fn is_oracle(name: &str) -> bool {
+    entry(name).is_some_and(|e| e.oracle)
+}
 
 pub fn resolve_workload(spec: &str, topo: &Topology) -> anyhow::Result<Workload> {
     if let Some(w) = workload_preset(spec, topo) {
@@ -113,15 +117,19 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
             .collect()
     };
     for p in &policies {
-        if policy_by_name(p).is_none() && p != STATIC_BEST {
+        if entry(p).is_none() {
             return Err(bad_input(format!(
-                "--policy {p:?}: unknown policy (implemented: {}, {STATIC_BEST})",
-                policy_names().collect::<Vec<_>>().join(", ")
+                "--policy {p:?}: unknown policy (implemented: {})",
+                REGISTRY
+                    .iter()
+                    .map(|e| e.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
     }
-    policies.retain(|p| p != "linux-default");
-    policies.insert(0, "linux-default".into());
+    policies.retain(|p| p != LINUX_DEFAULT);
+    policies.insert(0, LINUX_DEFAULT.into());
     let numa = match &args.numa {
         None => None,
         Some(m) => Some(
@@ -173,10 +181,11 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
         ..SimConfig::default()
     };
     let seeds = (0..args.seeds as u64).map(|i| args.seed + i).collect();
-    let static_assignments = if policies.iter().any(|p| p == STATIC_BEST) {
+    let oracle = policies.iter().find(|p| is_oracle(p)).cloned();
+    let static_assignments = if let Some(oracle) = oracle {
         Some(
             assignments(&topology, &workload, STATIC_BEST_MAX_ASSIGNMENTS)
-                .map_err(|e| bad_input(format!("--policy {STATIC_BEST}: {e}")))?,
+                .map_err(|e| bad_input(format!("--policy {oracle}: {e}")))?,
         )
     } else {
         None
@@ -309,7 +318,7 @@ fn summarize(
 /// Run every (policy, seed) pair, in parallel on the machine's cores; results in plan order.
 fn run_all(plan: &Plan) -> Vec<RunResult> {
     let statics = plan.static_assignments.as_ref().map_or(0, Vec::len);
-    let policies: Vec<&String> = plan.policies.iter().filter(|p| *p != STATIC_BEST).collect();
+    let policies: Vec<&String> = plan.policies.iter().filter(|p| !is_oracle(p)).collect();
     let jobs: Vec<Job<'_>> = policies
         .iter()
         .map(|p| (*p).clone())
@@ -339,7 +348,7 @@ fn run_all(plan: &Plan) -> Vec<RunResult> {
     let mut runs = run_jobs(&jobs, &tick).into_iter();
     let mut out = Vec::new();
     for p in &plan.policies {
-        if p != STATIC_BEST {
+        if !is_oracle(p) {
             out.extend(runs.by_ref().take(plan.seeds.len()));
             continue;
         }

@@ -26,7 +26,7 @@ pub struct TopoArgs {
 pub struct ListArgs {
     /// Print one JSON document on stdout.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 /// `topo --json`, fields as in DESIGN.md.

@@ -22,6 +22,7 @@
 
 use hetsched_core::policies::linux_default::LinuxDefault;
 use hetsched_core::policies::partitions::Partitions;
+use hetsched_core::policies::STATIC_BEST;
 use hetsched_core::rng::SeededRng;
 use hetsched_core::Topology;
 use hetsched_sim::batch::{run_jobs, Job};
@@ -275,7 +276,7 @@ pub fn run_assignments(
         .iter()
         .map(|r| {
             let mut f = fold_copies(workload, r);
-            f.policy = "static-best".into();
+            f.policy = STATIC_BEST.into();
             f
         })
         .collect();

@@ -3,6 +3,7 @@
 //! `hetsched simulate --machine scale-1024 --workload scale-16k --duration 60 --json` (engine.*).
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use hetsched_core::policies::linux_default::NAME as LINUX_DEFAULT;
 use hetsched_core::policies::policy_by_name;
 use hetsched_core::presets::machine_preset;
 use hetsched_sim::presets::workload_preset;
@@ -18,7 +19,7 @@ fn bench(c: &mut Criterion) {
             simulate(
                 &smp,
                 &mixed,
-                policy_by_name("linux-default").unwrap(),
+                policy_by_name(LINUX_DEFAULT).unwrap(),
                 SimConfig::default(),
             )
         })
@@ -31,7 +32,7 @@ fn bench(c: &mut Criterion) {
                 duration_ns: 1_000_000_000,
                 ..Default::default()
             };
-            simulate(&big, &scale, policy_by_name("linux-default").unwrap(), cfg)
+            simulate(&big, &scale, policy_by_name(LINUX_DEFAULT).unwrap(), cfg)
         })
     });
     g.finish();

@@ -34,6 +34,9 @@ use crate::policies::partitions::is_runnable;
 use crate::policy::{Placement, Policy};
 use crate::topology::Topology;
 
+/// The policy's name, as users pass it and as the registry lists it.
+pub const NAME: &str = "bulldover";
+
 /// Sampling period, ns (BulldOver section 4: every second).
 pub const BULLDOVER_PERIOD_NS: u64 = 1_000_000_000;
 
@@ -139,7 +142,7 @@ impl Policy for Bulldover {
     }
 
     fn name(&self) -> &str {
-        "bulldover"
+        NAME
     }
 
     fn rebalance_period_ns(&self) -> u64 {

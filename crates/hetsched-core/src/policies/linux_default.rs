@@ -4,13 +4,16 @@
 use crate::observe::View;
 use crate::policy::{Placement, Policy};
 
+/// The policy's name, as users pass it and as the registry lists it.
+pub const NAME: &str = "linux-default";
+
 /// The baseline policy.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LinuxDefault;
 
 impl Policy for LinuxDefault {
     fn name(&self) -> &str {
-        "linux-default"
+        NAME
     }
     fn rebalance_period_ns(&self) -> u64 {
         u64::MAX

@@ -1,5 +1,5 @@
-//! Every placement policy, registered in one place ([`POLICIES`], [`policy_by_name`],
-//! [`policy_with_options`]).
+//! Every placement policy, registered in one table ([`REGISTRY`]) that the CLI, the experiments
+//! and the live backend read.
 
 pub mod amps;
 pub mod bulldover;
@@ -16,40 +16,134 @@ pub mod partitions;
 use crate::policy::Policy;
 use amps::NumaMode;
 
-/// (CLI name, one-line description) of every implemented policy, baseline first.
-pub const POLICIES: &[(&str, &str)] = &[
-    (
-        "linux-default",
-        "baseline: no placement; the backend's homogeneous balancer (Linux CFS-like) does everything",
-    ),
-    (
-        "amps",
-        "AMPS (Li et al., SC'07): load proportional to core power, faster-core-first, NUMA-aware migration (--numa)",
-    ),
-    (
-        "hass",
-        "HASS (Shelepov et al.): partitions per core class, threads matched to classes by their architectural signatures",
-    ),
-    (
-        "bulldover",
-        "BulldOver (Peternier et al.): the most FPU-intensive threads bound one per module (cores sharing an FPU)",
-    ),
-    (
-        "data-sharing",
-        "Data-sharing-conscious (Pinter and Zalmanovici): threads of one data fragment grouped on one CPU and run in succession",
-    ),
-    (
-        "ipc-driven",
-        "IPC-driven (Becchi and Crowley, as implemented in the HASS paper): IPC ratios from forced migrations, swaps across classes",
-    ),
-    (
-        "numa-amp",
-        "NUMA-aware AMP scheduler (Ding et al.): whole processes to fast cores by an online speedup factor, contention-heavy ones scattered over NUMA domains with their pages",
-    ),
-    (
-        "hetsched",
-        "all five combined: data-fragment groups (Pinter), whole processes and NUMA domains (Ding), AMPS balance with benefit swaps (HASS), FPU spreading (BulldOver), each where it applies",
-    ),
+/// The name of the HASS paper's oracle (section 5): every static assignment of the workload's
+/// single-threaded applications to core-class partitions simulated, the best kept.
+pub const STATIC_BEST: &str = "static-best";
+
+/// One policy as users, experiments and the CLI know it.
+#[derive(Clone, Copy, Debug)]
+pub struct PolicyEntry {
+    /// The name users pass (`--policy`), also the policy's own `Policy::name`.
+    pub name: &'static str,
+    /// One line on what it does.
+    pub description: &'static str,
+    /// The paper it implements: authors, title, venue, year (docs/references.md).
+    pub citation: &'static str,
+    /// Needs the whole workload in advance (an oracle): the simulator runs it, it has no
+    /// constructor here and no live backend.
+    pub oracle: bool,
+    /// What the policy observes to decide.
+    pub signals: &'static str,
+    /// Runs on the live Linux backend.
+    pub live: bool,
+    /// A new policy object with the user's settings; `None` for an oracle.
+    pub make: Option<fn(&PolicyOptions) -> Box<dyn Policy>>,
+}
+
+/// Every policy, the baseline first and the oracle last. Everything that lists, parses or builds
+/// policies reads this table.
+pub const REGISTRY: &[PolicyEntry] = &[
+    PolicyEntry {
+        name: linux_default::NAME,
+        description: "baseline: no placement; the backend's balancer (the simulator's baseline, or the Linux kernel live) does everything",
+        citation: "",
+        oracle: false,
+        signals: "none",
+        live: true,
+        make: Some(|_| Box::new(linux_default::LinuxDefault)),
+    },
+    PolicyEntry {
+        name: amps::NAME,
+        description: "AMPS: load proportional to core power, faster-core-first, NUMA-aware migration (--numa)",
+        citation: "Li, Baumberger, Koufaty, Hahn. Efficient Operating System Scheduling for Performance-Asymmetric Multi-Core Architectures. SC '07, 2007",
+        oracle: false,
+        signals: "run-queue lengths, core power, pages per NUMA node",
+        live: true,
+        make: Some(|o| {
+            Box::new(amps::Amps::new(amps::AmpsConfig {
+                numa: o.numa,
+                ..Default::default()
+            }))
+        }),
+    },
+    PolicyEntry {
+        name: hass::NAME,
+        description: "HASS: partitions per core class, threads matched to classes by their architectural signatures",
+        citation: "Shelepov, Saez, Jeffery, Fedorova, Perez, Huang, Blagodurov, Kumar. HASS: A Scheduler for Heterogeneous Multicore Systems. ACM SIGOPS OSR 43(2), 2009",
+        oracle: false,
+        signals: "architectural signatures (LLC miss rate by cache size)",
+        live: true,
+        make: Some(|o| Box::new(hass::Hass::new(o.seed))),
+    },
+    PolicyEntry {
+        name: bulldover::NAME,
+        description: "BulldOver: the most FPU-intensive threads bound one per module (cores sharing an FPU)",
+        citation: "Peternier, Ansaloni, Bonetta, Pautasso, Binder. Hardware-aware thread scheduling: the case of asymmetric multicore processors. ICPADS 2012",
+        oracle: false,
+        signals: "FPU busy cycles over cycles (performance counters)",
+        live: true,
+        make: Some(|o| {
+            Box::new(bulldover::Bulldover::new(bulldover::BulldoverConfig {
+                period_ns: o.interval_ns.unwrap_or(bulldover::BULLDOVER_PERIOD_NS),
+                ..Default::default()
+            }))
+        }),
+    },
+    PolicyEntry {
+        name: data_sharing::NAME,
+        description: "Data-sharing-conscious: threads of one data fragment grouped on one CPU and run in succession",
+        citation: "Pinter, Zalmanovici. Data Sharing Conscious Scheduling for Multi-threaded Applications on SMP Machines. Euro-Par 2006",
+        oracle: false,
+        signals: "data-fragment hints from the application",
+        live: true,
+        make: Some(|_| Box::new(data_sharing::DataSharing::new())),
+    },
+    PolicyEntry {
+        name: ipc_driven::NAME,
+        description: "IPC-driven (as implemented in the HASS paper): IPC ratios from forced migrations, swaps across classes",
+        citation: "Becchi, Crowley. Dynamic Thread Assignment on Heterogeneous Multiprocessor Architectures. CF '06, 2006",
+        oracle: false,
+        signals: "instructions per cycle on each core class (performance counters)",
+        live: true,
+        make: Some(|_| Box::new(ipc_driven::IpcDriven::new())),
+    },
+    PolicyEntry {
+        name: numa_amp::NAME,
+        description: "NUMA-aware AMP scheduler: whole processes to fast cores by an online speedup factor, contention-heavy ones scattered over NUMA domains with their pages",
+        citation: "Ding, Chang, Guo, Li, Chung. An efficient and comprehensive scheduler on Asymmetric Multicore Architecture systems. J. Systems Architecture, 2014",
+        oracle: false,
+        signals: "IPC, LLC misses and traffic, pages per NUMA node",
+        live: true,
+        make: Some(|o| {
+            Box::new(numa_amp::NumaAmp::new(numa_amp::NumaAmpConfig {
+                period_ns: o.interval_ns.unwrap_or(numa_amp::PROFILE_PERIOD_NS),
+                ..Default::default()
+            }))
+        }),
+    },
+    PolicyEntry {
+        name: hetsched::NAME,
+        description: "all five combined: data-fragment groups (Pinter), whole processes and NUMA domains (Ding), AMPS balance with benefit swaps (HASS), FPU spreading (BulldOver), each where it applies",
+        citation: "hetsched (CITATION.cff), combining the five papers above",
+        oracle: false,
+        signals: "all of the above, each part its own",
+        live: true,
+        make: Some(|o| {
+            Box::new(hetsched::Hetsched::new(hetsched::HetschedConfig {
+                numa: o.numa,
+                interval_ns: o.interval_ns,
+            }))
+        }),
+    },
+    PolicyEntry {
+        name: STATIC_BEST,
+        description: "oracle: every static assignment of the single-threaded apps to core-class partitions simulated, the best kept (HASS section 5)",
+        citation: "Shelepov et al., HASS, ACM SIGOPS OSR 43(2), 2009, section 5",
+        oracle: true,
+        signals: "the whole workload, in advance",
+        live: false,
+        make: None,
+    },
 ];
 
 /// Settings a user may give policies on the command line; each policy reads the ones it has.
@@ -64,45 +158,22 @@ pub struct PolicyOptions {
     pub interval_ns: Option<u64>,
 }
 
-/// Names of every implemented policy.
+/// Names of every policy that runs on its own (oracles excluded), the baseline first.
 pub fn policy_names() -> impl Iterator<Item = &'static str> {
-    POLICIES.iter().map(|(n, _)| *n)
+    REGISTRY.iter().filter(|e| !e.oracle).map(|e| e.name)
 }
 
-/// A new policy object by CLI name, with default settings.
+/// The registry entry of `name`.
+pub fn entry(name: &str) -> Option<&'static PolicyEntry> {
+    REGISTRY.iter().find(|e| e.name == name)
+}
+
+/// A new policy object by CLI name, with default settings (`None` for unknown names and oracles).
 pub fn policy_by_name(name: &str) -> Option<Box<dyn Policy>> {
     policy_with_options(name, &PolicyOptions::default())
 }
 
-/// A new policy object by CLI name.
+/// A new policy object by CLI name (`None` for unknown names and oracles).
 pub fn policy_with_options(name: &str, options: &PolicyOptions) -> Option<Box<dyn Policy>> {
-    match name {
-        "linux-default" => Some(Box::new(linux_default::LinuxDefault)),
-        "amps" => Some(Box::new(amps::Amps::new(amps::AmpsConfig {
-            numa: options.numa,
-            ..Default::default()
-        }))),
-        "hass" => Some(Box::new(hass::Hass::new(options.seed))),
-        "ipc-driven" => Some(Box::new(ipc_driven::IpcDriven::new())),
-        "data-sharing" => Some(Box::new(data_sharing::DataSharing::new())),
-        "numa-amp" => Some(Box::new(numa_amp::NumaAmp::new(numa_amp::NumaAmpConfig {
-            period_ns: options.interval_ns.unwrap_or(numa_amp::PROFILE_PERIOD_NS),
-            ..Default::default()
-        }))),
-        "bulldover" => Some(Box::new(bulldover::Bulldover::new(
-            bulldover::BulldoverConfig {
-                period_ns: options
-                    .interval_ns
-                    .unwrap_or(bulldover::BULLDOVER_PERIOD_NS),
-                ..Default::default()
-            },
-        ))),
-        "hetsched" => Some(Box::new(hetsched::Hetsched::new(
-            hetsched::HetschedConfig {
-                numa: options.numa,
-                interval_ns: options.interval_ns,
-            },
-        ))),
-        _ => None,
-    }
+    entry(name).and_then(|e| e.make).map(|make| make(options))
 }

@@ -16,6 +16,7 @@ use super::{
 };
 use hetsched_core::policies::amps::NumaMode;
 use hetsched_core::policies::PolicyOptions;
+use hetsched_core::policies::{amps::NAME as AMPS, linux_default::NAME as LINUX_DEFAULT};
 use hetsched_core::Topology;
 use hetsched_sim::engine::NS_PER_S;
 use hetsched_sim::workload::{PhaseEnd, Workload};
@@ -116,13 +117,13 @@ fn cfg_for(w: &Workload) -> SimConfig {
 
 fn amps(numa: Option<NumaMode>) -> PolicyChoice {
     PolicyChoice {
-        name: "amps",
+        name: AMPS,
         options: PolicyOptions {
             numa,
             ..Default::default()
         },
         label: match numa {
-            None => "amps".into(),
+            None => AMPS.into(),
             Some(m) => format!("amps {m}"),
         },
     }
@@ -141,7 +142,7 @@ fn mean_speedup(base: &[RunResult], runs: &[RunResult], finite: bool) -> f64 {
 fn smp(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
     let topo = machine("amps-smp");
     let workloads: Vec<Workload> = SMP_WORKLOADS.iter().map(|w| workload(w, &topo)).collect();
-    let policies = [PolicyChoice::plain("linux-default"), amps(None)];
+    let policies = [PolicyChoice::plain(LINUX_DEFAULT), amps(None)];
     let grid = run_grid(&topo, &workloads, &policies, &SEEDS, &cfg_for, progress);
     let mut rows = Vec::new();
     let mut speedups = Vec::new();
@@ -212,7 +213,7 @@ fn cv(v: &[f64]) -> f64 {
 fn fairness(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
     let topo = machine("amps-smp");
     let w = workload("ogg-like", &topo);
-    let policies = [PolicyChoice::plain("linux-default"), amps(None)];
+    let policies = [PolicyChoice::plain(LINUX_DEFAULT), amps(None)];
     let cfg = |_: &Workload| SimConfig {
         duration_ns: 120 * NS_PER_S,
         ..Default::default()
@@ -301,8 +302,8 @@ fn fairness(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
         title: "Ogg-like runtimes (Figure 6 style)".into(),
         x_label: "runtime, s".into(),
         series: vec![
-            ("linux-default".into(), histogram(&base, &edges)),
-            ("amps".into(), histogram(&ours, &edges)),
+            (LINUX_DEFAULT.into(), histogram(&base, &edges)),
+            (AMPS.into(), histogram(&ours, &edges)),
         ],
         edges,
     });
@@ -339,7 +340,7 @@ fn repeatability(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
     // warehouses when stock Linux put all five on slow cores).
     let w = warehouses(&topo, fast + 1);
     let seeds: Vec<u64> = (1..=10).collect();
-    let policies = [PolicyChoice::plain("linux-default"), amps(None)];
+    let policies = [PolicyChoice::plain(LINUX_DEFAULT), amps(None)];
     let cfg = |_: &Workload| SimConfig {
         duration_ns: 10 * NS_PER_S,
         ..Default::default()
@@ -402,7 +403,7 @@ fn repeatability(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
 
 fn numa(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
     let policies = [
-        PolicyChoice::plain("linux-default"),
+        PolicyChoice::plain(LINUX_DEFAULT),
         amps(Some(NumaMode::Always)),
         amps(Some(NumaMode::SameNode)),
         amps(Some(NumaMode::Rss)),

@@ -18,6 +18,7 @@
 
 use super::{machine, mean, run_grid, workload, Experiment, PolicyChoice, Row};
 use hetsched_core::policies::bulldover::FP_INTENSIVE_THRESHOLD;
+use hetsched_core::policies::{bulldover::NAME as BULLDOVER, linux_default::NAME as LINUX_DEFAULT};
 use hetsched_core::{CpuSet, Topology};
 use hetsched_sim::engine::NS_PER_S;
 use hetsched_sim::workload::Workload;
@@ -27,7 +28,7 @@ const PAPER: &str = "002_0e0ad59231de2fe4.txt";
 const MACHINE: &str = "bulldover";
 
 pub const EXPERIMENTS: &[(&str, &str)] = &[(
-    "bulldover",
+    BULLDOVER,
     "BulldOver section 5: Table I, the Spec.CPU-like pairs (Figure 7) and SciMark-like (Figure 8) on a Bulldozer module machine",
 )];
 
@@ -63,7 +64,7 @@ const PAIRS: &[(&str, &str, &str, &str)] = &[
 ];
 
 pub fn run(name: &str, progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Option<Experiment> {
-    (name == "bulldover").then(|| bulldover(progress))
+    (name == BULLDOVER).then(|| bulldover(progress))
 }
 
 fn cfg(seconds: f64) -> SimConfig {
@@ -106,8 +107,8 @@ fn l2_misses(r: &RunResult) -> f64 {
 fn bulldover(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
     let topo = machine(MACHINE);
     let mut rows = Vec::new();
-    let base = PolicyChoice::plain("linux-default");
-    let bull = PolicyChoice::plain("bulldover");
+    let base = PolicyChoice::plain(LINUX_DEFAULT);
+    let bull = PolicyChoice::plain(BULLDOVER);
 
     // Table I: each benchmark alone (SciMark-like: one benchmark thread, its five kernels).
     let mut one_scimark = workload("scimark-like", &topo);
@@ -280,7 +281,7 @@ fn bulldover(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
         ));
     }
     Experiment::new(
-        "bulldover",
+        BULLDOVER,
         PAPER,
         "BulldOver section 5: FPU usage (Table I), the Spec.CPU-like pairs (Figure 7), SciMark-like (Figure 8)",
         rows,

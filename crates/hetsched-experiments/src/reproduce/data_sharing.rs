@@ -22,6 +22,9 @@ use super::{machine, mean, run_grid, Experiment, PolicyChoice, Row};
 use crate::paper_models::pinter_batching::{
     online_split, optimal_split_g, split_penalty_g, DfTask, SwitchCosts,
 };
+use hetsched_core::policies::{
+    data_sharing::NAME as DATA_SHARING, linux_default::NAME as LINUX_DEFAULT,
+};
 use hetsched_sim::engine::{coefficient_of_variation, NS_PER_S};
 use hetsched_sim::workload::{AppSpec, MissCurve, Phase, PhaseEnd, ThreadSpec, Workload};
 use hetsched_sim::SimConfig;
@@ -30,7 +33,7 @@ const PAPER: &str = "001_d436d275ee969d7c.txt";
 const MACHINE: &str = "pinter-smp";
 
 pub const EXPERIMENTS: &[(&str, &str)] = &[(
-    "data-sharing",
+    DATA_SHARING,
     "Pinter section 5: the custom benchmark (Tables 3-4) and chat-like rooms (Table 1) on a 2-way SMP",
 )];
 
@@ -52,7 +55,7 @@ const MODEL_CASES: usize = 200;
 const CHAT_SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
 pub fn run(name: &str, progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Option<Experiment> {
-    (name == "data-sharing").then(|| data_sharing(progress))
+    (name == DATA_SHARING).then(|| data_sharing(progress))
 }
 
 fn df_phase(instructions: f64, df: usize, end: PhaseEnd) -> Phase {
@@ -147,8 +150,8 @@ fn cfg() -> SimConfig {
 fn data_sharing(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
     let topo = machine(MACHINE);
     let policies = [
-        PolicyChoice::plain("linux-default"),
-        PolicyChoice::plain("data-sharing"),
+        PolicyChoice::plain(LINUX_DEFAULT),
+        PolicyChoice::plain(DATA_SHARING),
     ];
     let mut rows = Vec::new();
 
@@ -328,7 +331,7 @@ fn data_sharing(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
         ),
     ));
     Experiment::new(
-        "data-sharing",
+        DATA_SHARING,
         PAPER,
         "Pinter section 5: the custom benchmark and chat-like rooms, vanilla (linux-default) vs data-sharing",
         rows,

@@ -20,6 +20,7 @@ use crate::static_best::{
     assignments, class_weights, default_metric, ideal_rr_metric, per_class_times, run_assignments,
     sample_assignments, StaticError, StaticRuns, STATIC_BEST_MAX_ASSIGNMENTS,
 };
+use hetsched_core::policies::{hass::NAME as HASS, ipc_driven::NAME as IPC_DRIVEN};
 use hetsched_core::policies::{policy_with_options, PolicyOptions};
 use hetsched_core::Topology;
 use hetsched_sim::batch::{run_jobs, Job};
@@ -31,11 +32,11 @@ const PAPER: &str = "003_1747edf65250168b.txt";
 
 pub const EXPERIMENTS: &[(&str, &str)] = &[
     (
-        "hass",
+        HASS,
         "HASS Figures 2-3, Tables 2-3: HASS vs the default and ideal-RR metrics and static-best on four machines",
     ),
     (
-        "ipc-driven",
+        IPC_DRIVEN,
         "HASS section 6, Figure 2a: the IPC-driven algorithm on AMD-2,2 (HH, MH, LH)",
     ),
 ];
@@ -195,8 +196,8 @@ const MAX_LOGIC_PERCENT: f64 = 0.1;
 
 pub fn run(name: &str, progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Option<Experiment> {
     Some(match name {
-        "hass" => hass(progress),
-        "ipc-driven" => ipc_driven(progress),
+        HASS => hass(progress),
+        IPC_DRIVEN => ipc_driven(progress),
         _ => return None,
     })
 }
@@ -399,7 +400,7 @@ fn short(workload: &str) -> &str {
 }
 
 fn hass(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
-    let pol = &["hass"];
+    let pol = &[HASS];
     let amd22_hh = evaluate(&AMD_2_2, "hass-hh-like", 1, pol, progress);
     let amd22_mh = evaluate(&AMD_2_2, "hass-mh-like", 1, pol, progress);
     let amd22_lh = evaluate(&AMD_2_2, "hass-lh-like", 1, pol, progress);
@@ -415,8 +416,8 @@ fn hass(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
     let ovl4422_mh = evaluate(&AMD_4_4_2_2, "hass-mh-like", OVERLOAD, pol, progress);
 
     let mut rows = Vec::new();
-    let h = |e: &Evaluated| e.speedup(e.run_of("hass"));
-    let h_rr = |e: &Evaluated| e.speedup_rr(e.run_of("hass"));
+    let h = |e: &Evaluated| e.speedup(e.run_of(HASS));
+    let h_rr = |e: &Evaluated| e.speedup_rr(e.run_of(HASS));
 
     // Figure 2 and section 5's text: speedups against the two metrics.
     for (e, cfg, paper, paper_rr) in [
@@ -556,7 +557,7 @@ fn hass(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
             } else {
                 mh
             };
-            let Some(ours) = e.shares(e.run_of("hass"), bench) else {
+            let Some(ours) = e.shares(e.run_of(HASS), bench) else {
                 continue;
             };
             let split = ours
@@ -608,7 +609,7 @@ fn hass(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
     for ((cfg, logic, moves), (hh, mh)) in TABLE_3.iter().zip(table3) {
         for (i, e) in [hh, mh].into_iter().enumerate() {
             let w = short(&e.workload.name);
-            let run = e.run_of("hass");
+            let run = e.run_of(HASS);
             let l = e.logic_percent(run);
             rows.push(Row::checked(
                 format!("Table 3 {cfg} {w}: assignment logic, % of CPU time"),
@@ -628,7 +629,7 @@ fn hass(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
         }
     }
     Experiment::new(
-        "hass",
+        HASS,
         PAPER,
         "HASS section 5: speedups vs the default and ideal-RR metrics, static-best, Tables 2 and 3",
         rows,
@@ -636,11 +637,11 @@ fn hass(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
 }
 
 fn ipc_driven(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
-    let pol = &["hass", "ipc-driven"];
+    let pol = &[HASS, IPC_DRIVEN];
     let hh = evaluate(&AMD_2_2, "hass-hh-like", 1, pol, progress);
     let mh = evaluate(&AMD_2_2, "hass-mh-like", 1, pol, progress);
     let lh = evaluate(&AMD_2_2, "hass-lh-like", 1, pol, progress);
-    let ipc = |e: &Evaluated| e.speedup(e.run_of("ipc-driven"));
+    let ipc = |e: &Evaluated| e.speedup(e.run_of(IPC_DRIVEN));
     let mut rows = vec![
         speedup_row(
             "AMD-2,2 HH: IPC-driven speedup vs default".into(),
@@ -651,11 +652,11 @@ fn ipc_driven(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
         speedup_row(
             "AMD-2,2 HH: IPC-driven speedup vs ideal-RR".into(),
             1.5,
-            hh.speedup_rr(hh.run_of("ipc-driven")),
+            hh.speedup_rr(hh.run_of(IPC_DRIVEN)),
             IDEAL_RR_TOLERANCE_PP,
         ),
     ];
-    let hass_hh = hh.speedup(hh.run_of("hass"));
+    let hass_hh = hh.speedup(hh.run_of(HASS));
     rows.push(Row::checked(
         "AMD-2,2 HH: HASS speedup minus IPC-driven's",
         None,
@@ -691,8 +692,8 @@ fn ipc_driven(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
     for e in [&hh, &mh, &lh] {
         let w = short(&e.workload.name);
         let (wi, wh) = (
-            e.waiting_percent(e.run_of("ipc-driven")),
-            e.waiting_percent(e.run_of("hass")),
+            e.waiting_percent(e.run_of(IPC_DRIVEN)),
+            e.waiting_percent(e.run_of(HASS)),
         );
         rows.push(Row::checked(
             format!("AMD-2,2 {w}: IPC-driven run-queue waiting, % of wall time"),
@@ -707,12 +708,12 @@ fn ipc_driven(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
         rows.push(Row::info(
             format!("AMD-2,2 {w}: IPC-driven partition migrations per thread per CPU minute"),
             None,
-            e.migrations_per_cpu_minute(e.run_of("ipc-driven")),
+            e.migrations_per_cpu_minute(e.run_of(IPC_DRIVEN)),
             "per min",
-            format!("HASS: {:.2}", e.migrations_per_cpu_minute(e.run_of("hass"))),
+            format!("HASS: {:.2}", e.migrations_per_cpu_minute(e.run_of(HASS))),
         ));
     }
-    if let Some(s) = hh.shares(hh.run_of("ipc-driven"), "mcf-like") {
+    if let Some(s) = hh.shares(hh.run_of(IPC_DRIVEN), "mcf-like") {
         rows.push(Row::info(
             "AMD-2,2 HH: mcf-like's % of time on the fast partition under IPC-driven",
             Some(51.0),
@@ -722,7 +723,7 @@ fn ipc_driven(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
         ));
     }
     Experiment::new(
-        "ipc-driven",
+        IPC_DRIVEN,
         PAPER,
         "HASS section 6: the IPC-driven algorithm against HASS, static-best and the default metric",
         rows,

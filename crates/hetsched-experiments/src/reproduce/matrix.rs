@@ -11,6 +11,11 @@
 use super::{machine, run_grid, workload, Experiment, PolicyChoice, Row};
 use crate::static_best::{self, STATIC_BEST_MAX_ASSIGNMENTS};
 use hetsched_core::policies::policy_names;
+use hetsched_core::policies::{
+    amps::NAME as AMPS, bulldover::NAME as BULLDOVER, data_sharing::NAME as DATA_SHARING,
+    hass::NAME as HASS, hetsched::NAME as HETSCHED, ipc_driven::NAME as IPC_DRIVEN,
+    linux_default::NAME as LINUX_DEFAULT, numa_amp::NAME as NUMA_AMP,
+};
 use hetsched_sim::engine::NS_PER_S;
 use hetsched_sim::metrics::speedup;
 use hetsched_sim::SimConfig;
@@ -158,7 +163,7 @@ pub fn matrix(
     let choices: Vec<PolicyChoice> = names.iter().map(|n| PolicyChoice::plain(n)).collect();
     let base = names
         .iter()
-        .position(|n| *n == "linux-default")
+        .position(|n| *n == LINUX_DEFAULT)
         .expect("the baseline is registered");
     let mut rows = Vec::new();
     let mut cells = Vec::new();
@@ -268,11 +273,11 @@ fn cell_row(label: String, c: &Cell, what: &str) -> Row {
 /// HASS paper's comparison.
 fn paper_of(policy: &str) -> Option<&'static str> {
     Some(match policy {
-        "amps" => "AMPS",
-        "hass" | "ipc-driven" => "HASS",
-        "bulldover" => "BulldOver",
-        "data-sharing" => "Pinter",
-        "numa-amp" => "Ding",
+        AMPS => "AMPS",
+        HASS | IPC_DRIVEN => "HASS",
+        BULLDOVER => "BulldOver",
+        DATA_SHARING => "Pinter",
+        NUMA_AMP => "Ding",
         _ => return None,
     })
 }
@@ -281,7 +286,7 @@ fn paper_of(policy: &str) -> Option<&'static str> {
 /// [`MATCH_TOLERANCE`], on at least one scenario that paper did not design for (its best such
 /// scenario is shown).
 fn beats_rows(scenarios: &[Scenario], names: &[&str], cells: &[Vec<Cell>]) -> Vec<Row> {
-    let Some(h) = names.iter().position(|n| *n == "hetsched") else {
+    let Some(h) = names.iter().position(|n| *n == HETSCHED) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -327,14 +332,14 @@ fn beats_rows(scenarios: &[Scenario], names: &[&str], cells: &[Vec<Cell>]) -> Ve
 /// where computable, no more than [`BASELINE_TOLERANCE`] below linux-default. None when `hetsched`
 /// is not among the policies.
 fn target_rows(sc: &Scenario, names: &[&str], row: &[Cell], best: Option<&Cell>) -> Vec<Row> {
-    let Some(h) = names.iter().position(|n| *n == "hetsched") else {
+    let Some(h) = names.iter().position(|n| *n == HETSCHED) else {
         return Vec::new();
     };
     let ours = row[h].mean;
     let (best_other, best_name) = names
         .iter()
         .zip(row)
-        .filter(|(n, _)| **n != "hetsched")
+        .filter(|(n, _)| **n != HETSCHED)
         .map(|(n, c)| (c.mean, *n))
         .fold(
             (f64::NEG_INFINITY, ""),

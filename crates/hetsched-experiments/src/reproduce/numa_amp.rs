@@ -34,6 +34,7 @@ use hetsched_core::policies::numa_amp::metrics::{
 };
 use hetsched_core::policies::numa_amp::{NumaAmp, NumaAmpConfig};
 use hetsched_core::policies::policy_by_name;
+use hetsched_core::policies::{linux_default::NAME as LINUX_DEFAULT, numa_amp::NAME as NUMA_AMP};
 use hetsched_core::{CpuSet, Policy, Topology};
 use hetsched_sim::batch::{run_jobs, Job};
 use hetsched_sim::workload::{AppSpec, Workload};
@@ -45,7 +46,7 @@ const MACHINE: &str = "ding-4f12s";
 const PROGRAMS: &str = "parsec-like";
 
 pub const EXPERIMENTS: &[(&str, &str)] = &[(
-    "numa-amp",
+    NUMA_AMP,
     "Ding et al. section 4: PARSEC-like mixes on 4 fast + 12 slow NUMA cores (Fig. 12), the speedup factor's and CDF's accuracy (Figs. 9-11)",
 )];
 
@@ -73,7 +74,7 @@ const MIN_RANK_CORRELATION: f64 = 0.6;
 const PAIR_THREADS: u32 = 2;
 
 pub fn run(name: &str, progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Option<Experiment> {
-    (name == "numa-amp").then(|| numa_amp(progress))
+    (name == NUMA_AMP).then(|| numa_amp(progress))
 }
 
 /// One program of the preset, alone, with `cpus` as its mask and optionally another thread count.
@@ -127,7 +128,7 @@ fn job<'a>(
 }
 
 fn linux() -> Box<dyn Policy> {
-    policy_by_name("linux-default").expect("the baseline")
+    policy_by_name(LINUX_DEFAULT).expect("the baseline")
 }
 
 fn completion(r: &RunResult, app: &str) -> f64 {
@@ -369,7 +370,7 @@ fn numa_amp(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
         .zip(&real)
         .map(|(n, r)| (n.to_string(), *r))
         .collect();
-    let policies: [&str; 4] = ["linux-default", "numa-amp", "w/o NUMA-aware", "static best"];
+    let policies: [&str; 4] = [LINUX_DEFAULT, NUMA_AMP, "w/o NUMA-aware", "static best"];
     let mut jobs = Vec::new();
     for w in &mixes {
         for (pi, label) in policies.iter().enumerate() {
@@ -471,7 +472,7 @@ fn numa_amp(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
         "sticky pages (Algorithm 3 line 7), mean over the mixes' runs",
     ));
     Experiment::new(
-        "numa-amp",
+        NUMA_AMP,
         PAPER,
         "NUMA-aware AMP scheduler: PARSEC-like mixes, speedup factor and CDF accuracy",
         rows,

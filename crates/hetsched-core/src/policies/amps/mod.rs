@@ -50,6 +50,9 @@ use numa::AllocationPhase;
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
+/// The policy's name, as users pass it and as the registry lists it.
+pub const NAME: &str = "amps";
+
 /// Balance period: one timer interrupt at Linux 2.6's HZ = 250 (AMPS section 3, load balancing
 /// "at each timer interrupt"; the paper's kernel is 2.6.16).
 pub const AMPS_BALANCE_PERIOD_NS: u64 = 4_000_000;
@@ -489,7 +492,7 @@ impl Policy for Amps {
     }
 
     fn name(&self) -> &str {
-        "amps"
+        NAME
     }
 
     fn rebalance_period_ns(&self) -> u64 {

@@ -31,6 +31,9 @@ use crate::policies::partitions::is_runnable;
 use crate::policy::{Hint, Placement, Policy};
 use std::collections::BTreeMap;
 
+/// The policy's name, as users pass it and as the registry lists it.
+pub const NAME: &str = "data-sharing";
+
 /// Load-balancing period, ns: Linux 2.6's rebalance tick on an idle-free SMP is in the tens of
 /// milliseconds; 20 ms (ours) reacts within a few time slices.
 pub const DS_BALANCE_PERIOD_NS: u64 = 20_000_000;
@@ -174,7 +177,7 @@ impl Policy for DataSharing {
     }
 
     fn name(&self) -> &str {
-        "data-sharing"
+        NAME
     }
 
     fn rebalance_period_ns(&self) -> u64 {

@@ -42,6 +42,9 @@ use estimate::{base_ratings, ClassModel};
 
 pub use crate::policies::partitions::MAX_PARTITION_CORES;
 
+/// The policy's name, as users pass it and as the registry lists it.
+pub const NAME: &str = "hass";
+
 /// CPU time between two refreshes of a thread's assignment, ns. HASS section 4 ties refresh to
 /// "a certain amount of CPU time" without giving it; 100 ms is ten Solaris time-sharing quanta at
 /// the default priority: rare enough that assignment logic stays far below 0.1% of CPU time
@@ -337,7 +340,7 @@ impl Policy for Hass {
     }
 
     fn name(&self) -> &str {
-        "hass"
+        NAME
     }
 
     fn rebalance_period_ns(&self) -> u64 {

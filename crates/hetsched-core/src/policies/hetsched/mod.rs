@@ -59,6 +59,9 @@ use crate::topology::Topology;
 use benefit::Benefit;
 use std::collections::HashMap;
 
+/// The policy's name, as users pass it and as the registry lists it.
+pub const NAME: &str = "hetsched";
+
 /// The part of the policy that places a thread (module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Part {
@@ -85,7 +88,7 @@ impl Part {
     pub fn name(self) -> &'static str {
         match self {
             Part::Backend => "backend",
-            Part::Amps => "amps",
+            Part::Amps => super::amps::NAME,
             Part::Processes => "processes",
             Part::Fpu => "fpu",
             Part::Fragments => "fragments",
@@ -412,7 +415,7 @@ impl Hetsched {
 
 impl Policy for Hetsched {
     fn name(&self) -> &str {
-        "hetsched"
+        NAME
     }
 
     fn needs(&self) -> &'static [Signal] {

@@ -32,6 +32,9 @@ use crate::policy::{Placement, Policy};
 use crate::topology::Topology;
 use std::collections::VecDeque;
 
+/// The policy's name, as users pass it and as the registry lists it.
+pub const NAME: &str = "ipc-driven";
+
 /// Time a refreshing thread spends in each other partition (HASS section 6.1: `refresh_period`
 /// 30 ms, the best of the authors' parameter search).
 pub const REFRESH_PERIOD_NS: u64 = 30_000_000;
@@ -383,7 +386,7 @@ impl Policy for IpcDriven {
     }
 
     fn name(&self) -> &str {
-        "ipc-driven"
+        NAME
     }
 
     fn rebalance_period_ns(&self) -> u64 {

@@ -54,6 +54,9 @@ use metrics::{
 };
 use std::collections::BTreeMap;
 
+/// The policy's name, as users pass it and as the registry lists it.
+pub const NAME: &str = "numa-amp";
+
 /// Profiling period (Algorithm 1's OPROFILE_PERIOD), ns. The paper gives no value; 100 ms is
 /// Linux's and AMPS's order for such sampling and leaves a period ten thousand LLC misses to
 /// measure even a thread missing once per 10,000 instructions at 1 GHz.
@@ -669,7 +672,7 @@ impl Policy for NumaAmp {
     }
 
     fn name(&self) -> &str {
-        "numa-amp"
+        NAME
     }
 
     fn rebalance_period_ns(&self) -> u64 {
