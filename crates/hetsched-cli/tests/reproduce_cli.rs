@@ -12,7 +12,7 @@ fn repeatability_json_has_the_contract_fields_and_holds() {
     let v: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
     let e = &v[0];
     assert_eq!(e["experiment"], "amps-repeatability");
-    assert_eq!(e["paper"], "000_4a669650d086bec9.txt");
+    assert_eq!(e["paper"], hetsched_core::policies::citations::AMPS);
     for r in e["rows"].as_array().unwrap() {
         for k in ["label", "paper_value", "our_value", "unit"] {
             assert!(r.get(k).is_some(), "row lacks {k}: {r}");
@@ -76,7 +76,7 @@ fn ipc_driven_json_exits_0_and_lists_beside_hass() {
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
     assert_eq!(v[0]["experiment"], "ipc-driven");
-    assert_eq!(v[0]["paper"], "003_1747edf65250168b.txt");
+    assert_eq!(v[0]["paper"], hetsched_core::policies::citations::HASS);
     let rows = v[0]["rows"].as_array().unwrap();
     assert!(rows
         .iter()

@@ -12,7 +12,7 @@
 //!
 //! A `Topology` is built once from a [`TopologySpec`] (what a machine file, a preset or sysfs
 //! discovery says), checked, and read-only afterwards. Every check names the field it rejects, so a
-//! machine file with a mistake gives one line that says where (issue 2).
+//! machine file with a mistake gives one line that says where.
 //!
 //! Derived views the papers need:
 //! - AMPS scaled computing power `P = F × S` (AMPS section 2.2 and section 3, S = 0.85);

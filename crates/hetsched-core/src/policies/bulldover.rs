@@ -1,5 +1,5 @@
 //! `bulldover`: FPU-aware placement on modules whose cores share an FPU, after BulldOver
-//! (Peternier et al., `papers/002_*.txt`).
+//! (Peternier et al., ICPADS 2012).
 //!
 //! Every period (1 s by default, section 4: "polling these values regularly (every second in our
 //! experiments)"):

@@ -16,6 +16,23 @@ pub mod partitions;
 use crate::policy::Policy;
 use amps::NumaMode;
 
+/// The papers hetsched implements, as they are cited in its output (docs/references.md has the
+/// full references).
+pub mod citations {
+    /// Amps.
+    pub const AMPS: &str = "Li, Baumberger, Koufaty, Hahn. Efficient Operating System Scheduling for Performance-Asymmetric Multi-Core Architectures. SC '07, 2007";
+    /// Hass.
+    pub const HASS: &str = "Shelepov, Saez, Jeffery, Fedorova, Perez, Huang, Blagodurov, Kumar. HASS: A Scheduler for Heterogeneous Multicore Systems. ACM SIGOPS OSR 43(2), 2009";
+    /// Bulldover.
+    pub const BULLDOVER: &str = "Peternier, Ansaloni, Bonetta, Pautasso, Binder. Hardware-aware thread scheduling: the case of asymmetric multicore processors. ICPADS 2012";
+    /// Pinter.
+    pub const PINTER: &str = "Pinter, Zalmanovici. Data Sharing Conscious Scheduling for Multi-threaded Applications on SMP Machines. Euro-Par 2006";
+    /// Ipc Driven.
+    pub const IPC_DRIVEN: &str = "Becchi, Crowley. Dynamic Thread Assignment on Heterogeneous Multiprocessor Architectures. CF '06, 2006";
+    /// Ding.
+    pub const DING: &str = "Ding, Chang, Guo, Li, Chung. An efficient and comprehensive scheduler on Asymmetric Multicore Architecture systems. J. Systems Architecture, 2014";
+}
+
 /// The name of the HASS paper's oracle (section 5): every static assignment of the workload's
 /// single-threaded applications to core-class partitions simulated, the best kept.
 pub const STATIC_BEST: &str = "static-best";
@@ -55,7 +72,7 @@ pub const REGISTRY: &[PolicyEntry] = &[
     PolicyEntry {
         name: amps::NAME,
         description: "AMPS: load proportional to core power, faster-core-first, NUMA-aware migration (--numa)",
-        citation: "Li, Baumberger, Koufaty, Hahn. Efficient Operating System Scheduling for Performance-Asymmetric Multi-Core Architectures. SC '07, 2007",
+        citation: citations::AMPS,
         oracle: false,
         signals: "run-queue lengths, core power, pages per NUMA node",
         live: true,
@@ -69,7 +86,7 @@ pub const REGISTRY: &[PolicyEntry] = &[
     PolicyEntry {
         name: hass::NAME,
         description: "HASS: partitions per core class, threads matched to classes by their architectural signatures",
-        citation: "Shelepov, Saez, Jeffery, Fedorova, Perez, Huang, Blagodurov, Kumar. HASS: A Scheduler for Heterogeneous Multicore Systems. ACM SIGOPS OSR 43(2), 2009",
+        citation: citations::HASS,
         oracle: false,
         signals: "architectural signatures (LLC miss rate by cache size)",
         live: true,
@@ -78,7 +95,7 @@ pub const REGISTRY: &[PolicyEntry] = &[
     PolicyEntry {
         name: bulldover::NAME,
         description: "BulldOver: the most FPU-intensive threads bound one per module (cores sharing an FPU)",
-        citation: "Peternier, Ansaloni, Bonetta, Pautasso, Binder. Hardware-aware thread scheduling: the case of asymmetric multicore processors. ICPADS 2012",
+        citation: citations::BULLDOVER,
         oracle: false,
         signals: "FPU busy cycles over cycles (performance counters)",
         live: true,
@@ -92,7 +109,7 @@ pub const REGISTRY: &[PolicyEntry] = &[
     PolicyEntry {
         name: data_sharing::NAME,
         description: "Data-sharing-conscious: threads of one data fragment grouped on one CPU and run in succession",
-        citation: "Pinter, Zalmanovici. Data Sharing Conscious Scheduling for Multi-threaded Applications on SMP Machines. Euro-Par 2006",
+        citation: citations::PINTER,
         oracle: false,
         signals: "data-fragment hints from the application",
         live: true,
@@ -101,7 +118,7 @@ pub const REGISTRY: &[PolicyEntry] = &[
     PolicyEntry {
         name: ipc_driven::NAME,
         description: "IPC-driven (as implemented in the HASS paper): IPC ratios from forced migrations, swaps across classes",
-        citation: "Becchi, Crowley. Dynamic Thread Assignment on Heterogeneous Multiprocessor Architectures. CF '06, 2006",
+        citation: citations::IPC_DRIVEN,
         oracle: false,
         signals: "instructions per cycle on each core class (performance counters)",
         live: true,
@@ -110,7 +127,7 @@ pub const REGISTRY: &[PolicyEntry] = &[
     PolicyEntry {
         name: numa_amp::NAME,
         description: "NUMA-aware AMP scheduler: whole processes to fast cores by an online speedup factor, contention-heavy ones scattered over NUMA domains with their pages",
-        citation: "Ding, Chang, Guo, Li, Chung. An efficient and comprehensive scheduler on Asymmetric Multicore Architecture systems. J. Systems Architecture, 2014",
+        citation: citations::DING,
         oracle: false,
         signals: "IPC, LLC misses and traffic, pages per NUMA node",
         live: true,
@@ -138,7 +155,7 @@ pub const REGISTRY: &[PolicyEntry] = &[
     PolicyEntry {
         name: STATIC_BEST,
         description: "oracle: every static assignment of the single-threaded apps to core-class partitions simulated, the best kept (HASS section 5)",
-        citation: "Shelepov et al., HASS, ACM SIGOPS OSR 43(2), 2009, section 5",
+        citation: citations::HASS,
         oracle: true,
         signals: "the whole workload, in advance",
         live: false,

@@ -1,6 +1,6 @@
-//! AMPS (Li et al., SC'07; `papers/000_4a669650d086bec9.txt`) section 4, on the simulator.
+//! AMPS (Li et al., SC'07) section 4, on the simulator.
 //!
-//! | experiment           | paper                 | checked (issue 4's tolerance)                         |
+//! | experiment           | paper                 | checked (tolerance)                                   |
 //! |----------------------|-----------------------|--------------------------------------------------------|
 //! | `amps-smp`           | Figure 5              | median speedup in [1.08, 1.30]; every speedup >= 0.98 |
 //! | `amps-fairness`      | Figure 6              | AMPS's CV of completion times <= half the baseline's  |
@@ -22,7 +22,7 @@ use hetsched_sim::engine::NS_PER_S;
 use hetsched_sim::workload::{PhaseEnd, Workload};
 use hetsched_sim::{RunResult, SimConfig};
 
-const PAPER: &str = "000_4a669650d086bec9.txt";
+const PAPER: &str = hetsched_core::policies::citations::AMPS;
 
 pub const EXPERIMENTS: &[(&str, &str)] = &[
     (

@@ -1,4 +1,4 @@
-//! BulldOver (Peternier et al.; `papers/002_0e0ad59231de2fe4.txt`) section 5, on the simulator.
+//! BulldOver (Peternier et al.) section 5, on the simulator.
 //!
 //! | row | paper | checked |
 //! |---|---|---|
@@ -24,7 +24,7 @@ use hetsched_sim::engine::NS_PER_S;
 use hetsched_sim::workload::Workload;
 use hetsched_sim::{RunResult, SimConfig};
 
-const PAPER: &str = "002_0e0ad59231de2fe4.txt";
+const PAPER: &str = hetsched_core::policies::citations::BULLDOVER;
 const MACHINE: &str = "bulldover";
 
 pub const EXPERIMENTS: &[(&str, &str)] = &[(

@@ -1,4 +1,4 @@
-//! Data-sharing-conscious scheduling (Pinter & Zalmanovici; `papers/001_d436d275ee969d7c.txt`)
+//! Data-sharing-conscious scheduling (Pinter & Zalmanovici)
 //! section 5, on the simulator's 2-way SMP with private caches (`pinter-smp`).
 //!
 //! | rows | paper | checked |
@@ -29,7 +29,7 @@ use hetsched_sim::engine::{coefficient_of_variation, NS_PER_S};
 use hetsched_sim::workload::{AppSpec, MissCurve, Phase, PhaseEnd, ThreadSpec, Workload};
 use hetsched_sim::SimConfig;
 
-const PAPER: &str = "001_d436d275ee969d7c.txt";
+const PAPER: &str = hetsched_core::policies::citations::PINTER;
 const MACHINE: &str = "pinter-smp";
 
 pub const EXPERIMENTS: &[(&str, &str)] = &[(

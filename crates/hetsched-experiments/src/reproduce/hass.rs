@@ -1,4 +1,4 @@
-//! HASS (Shelepov, Fedorova et al.; `papers/003_1747edf65250168b.txt`) sections 5 and 6, on the
+//! HASS (Shelepov, Fedorova et al.) sections 5 and 6, on the
 //! simulator.
 //!
 //! | experiment   | paper                      | checked                                                     |
@@ -28,7 +28,7 @@ use hetsched_sim::engine::NS_PER_S;
 use hetsched_sim::workload::Workload;
 use hetsched_sim::{RunResult, SimConfig};
 
-const PAPER: &str = "003_1747edf65250168b.txt";
+const PAPER: &str = hetsched_core::policies::citations::HASS;
 
 pub const EXPERIMENTS: &[(&str, &str)] = &[
     (

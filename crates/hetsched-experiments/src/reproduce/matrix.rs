@@ -141,13 +141,12 @@ pub struct Matrix {
     pub static_best_note: Vec<String>,
 }
 
-/// How far `hetsched` may trail the best other policy on a scenario (issue 11: "at least matches
-/// the best other policy on every scenario (within 1%)").
+/// How far `hetsched` may trail the best other policy on a scenario: the combined policy promises
+/// to at least match the best other policy on every scenario, within 1%.
 pub const MATCH_TOLERANCE: f64 = 0.01;
-/// How far `hetsched` may trail static-best where it is computable (issue 11: "within 3%").
+/// How far `hetsched` may trail static-best where it is computable: within 3%.
 pub const STATIC_BEST_TOLERANCE: f64 = 0.03;
-/// How far `hetsched` may fall below linux-default anywhere (issue 11: "never below linux-default
-/// by more than 1%").
+/// How far `hetsched` may fall below linux-default anywhere: never by more than 1%.
 pub const BASELINE_TOLERANCE: f64 = 0.01;
 
 pub fn run(name: &str, progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Option<Experiment> {

@@ -81,7 +81,7 @@ pub struct Histogram {
 #[derive(Clone, Debug, Serialize)]
 pub struct Experiment {
     pub experiment: String,
-    /// The paper's file in `papers/`.
+    /// The paper reproduced: authors, title, venue, year.
     pub paper: String,
     pub title: String,
     pub rows: Vec<Row>,

@@ -1,4 +1,4 @@
-//! The NUMA-aware AMP scheduler of Ding et al. (`papers/004_18f8fde1443bb88d.txt`) section 4, on
+//! The NUMA-aware AMP scheduler of Ding et al. section 4, on
 //! the simulator's model of their machine (`ding-4f12s`: 4 fast + 12 half-speed cores, a NUMA node
 //! a socket) with PARSEC-like programs (`parsec-like`).
 //!
@@ -41,7 +41,7 @@ use hetsched_sim::workload::{AppSpec, Workload};
 use hetsched_sim::{RunResult, SimConfig};
 use std::collections::BTreeMap;
 
-const PAPER: &str = "004_18f8fde1443bb88d.txt";
+const PAPER: &str = hetsched_core::policies::citations::DING;
 const MACHINE: &str = "ding-4f12s";
 const PROGRAMS: &str = "parsec-like";
 

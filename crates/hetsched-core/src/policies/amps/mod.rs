@@ -1,4 +1,4 @@
-//! `amps`: the AMPS scheduler of Li, Baumberger, Koufaty and Hahn (SC'07; `papers/000_*.txt`),
+//! `amps`: the AMPS scheduler of Li, Baumberger, Koufaty and Hahn (SC '07),
 //! asymmetry-aware load balancing, faster-core-first scheduling and NUMA-aware migration.
 //!
 //! AMPS replaces the kernel's balancer, so this policy decides every thread's core and pins it

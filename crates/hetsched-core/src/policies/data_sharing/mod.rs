@@ -1,5 +1,5 @@
 //! `data-sharing`: data-sharing-conscious scheduling after Pinter & Zalmanovici
-//! (`papers/001_*.txt`, section 4.1).
+//! (Euro-Par 2006, section 4.1).
 //!
 //! Applications say which data fragment (DF) each thread works on (a hint at every change; the
 //! simulator sends it when a phase of another DF starts). Per application, each DF maps to a CPU

@@ -1,5 +1,5 @@
 //! `hass`: the Heterogeneity-Aware Signature-Supported scheduler of Shelepov, Fedorova et al.
-//! (`papers/003_*.txt`, section 4).
+//! (ACM SIGOPS OSR 2009, section 4).
 //!
 //! 1. **Processor classes and partitions**: cores of one class form one partition, or several when
 //!    the class is large ([`MAX_PARTITION_CORES`]); a thread is assigned to one partition and the

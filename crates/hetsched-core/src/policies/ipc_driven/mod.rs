@@ -1,5 +1,5 @@
 //! `ipc-driven`: the IPC-driven algorithm of Becchi and Crowley as the HASS paper implemented it
-//! (`papers/003_*.txt`, section 6.1), generalised to n core classes.
+//! (HASS section 6.1), generalised to n core classes.
 //!
 //! - Cores form partitions by class, as in HASS; each thread has a *home* partition it is pinned
 //!   to, and the backend schedules it inside.

@@ -1,4 +1,4 @@
-//! The metrics of Ding et al. (`papers/004_*.txt`) as pure functions: the online AMP speedup factor
+//! The metrics of Ding et al. (J. Systems Architecture 2014) as pure functions: the online AMP speedup factor
 //! (equation 1), the cache-miss variation ratio (equation 2), contention degradation (equations 3
 //! to 5), the contention degradation factor (equation 6), and the number of threads the fast cores
 //! take under a fair load balance (Algorithm 3, line 1).

@@ -1,5 +1,5 @@
 //! `numa-amp`: the NUMA-aware scheduler for asymmetric multicores of Ding, Chang, Guo, Li and Chung
-//! (J. Systems Architecture 2013; `papers/004_*.txt`).
+//! (J. Systems Architecture 2014).
 //!
 //! Processes, not threads, are the unit: a process runs whole on the fast cores or whole on the
 //! slow ones (section 3.3.1, Fig. 5), and on the slow side whole in one NUMA domain when the NUMA
