@@ -37,6 +37,9 @@ pub mod citations {
 /// single-threaded applications to core-class partitions simulated, the best kept.
 pub const STATIC_BEST: &str = "static-best";
 
+/// Builds a policy object from the user's settings.
+pub type PolicyMaker = fn(&PolicyOptions) -> Box<dyn Policy>;
+
 /// One policy as users, experiments and the CLI know it.
 #[derive(Clone, Copy, Debug)]
 pub struct PolicyEntry {
@@ -54,7 +57,7 @@ pub struct PolicyEntry {
     /// Runs on the live Linux backend.
     pub live: bool,
     /// A new policy object with the user's settings; `None` for an oracle.
-    pub make: Option<fn(&PolicyOptions) -> Box<dyn Policy>>,
+    pub make: Option<PolicyMaker>,
 }
 
 /// Every policy, the baseline first and the oracle last. Everything that lists, parses or builds

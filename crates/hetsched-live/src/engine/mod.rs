@@ -1,0 +1,523 @@
+//! The live engine: one policy over a set of real threads. Each interval it reads what the threads
+//! did (counters, /proc), builds the same [`View`] the simulator builds, calls the policy, and
+//! applies its placements with `sched_setaffinity`, within the rules:
+//!
+//! - a placement is intersected with the mask the thread had when found (the user's), and with
+//!   the CPUs the kernel does not isolate; never widened;
+//! - hysteresis: a thread moved less than `min_dwell` ago stays (its first placement excepted), and
+//!   at most `max_moves` threads move per interval;
+//! - every change is in the journal on disk before it is made; a thread that changed its own mask
+//!   since our last change is the program's again (its new mask becomes the user's);
+//! - a vanished thread (ESRCH) is normal;
+//! - a policy that panics is disabled: affinities restored, the program keeps running.
+//!
+//! The engine owns no clock: the caller passes the time since the start to [`Engine::tick`].
+
+mod apply;
+mod observe;
+mod summary;
+
+use crate::counters::{CounterPlan, Role, ThreadCounters};
+use crate::journal::{Journal, Restored};
+use crate::pages::PageMover;
+use crate::procfs::{parse_stat, Proc};
+use crate::sys::{self, CpuMap, OsMask, SysError};
+use crate::tracker::Found;
+use hetsched_core::observe::{CoreObs, ThreadObs, ThreadState, View};
+use hetsched_core::policy::{Hint, PageMove, Placement, Policy, Signal};
+use hetsched_core::{AppId, CoreId, CpuSet, ThreadId, Topology};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+/// How the engine acts.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Between observations.
+    pub interval: Duration,
+    /// Decide and log, change nothing.
+    pub dry_run: bool,
+    /// A thread moved more recently than this stays where it is.
+    pub min_dwell: Duration,
+    /// Most threads moved in one interval.
+    pub max_moves: usize,
+    /// Time spent moving pages per interval, at most.
+    pub page_budget: Duration,
+    /// How often per-node residency is read (numa_maps is costly on large processes).
+    pub residency_period: Duration,
+    /// Let a thread placed on slower cores also run on the faster cores of the same nodes
+    /// ([`widen_upward`]), so the kernel keeps fast cores busy between intervals.
+    pub work_conserving: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            interval: Duration::from_millis(100),
+            dry_run: false,
+            min_dwell: Duration::from_millis(200),
+            max_moves: 16,
+            page_budget: Duration::from_millis(10),
+            residency_period: Duration::from_secs(1),
+            work_conserving: true,
+        }
+    }
+}
+
+/// Per managed thread: what the kernel calls it and what the engine did to it.
+struct Slot {
+    tid: u32,
+    pid: u32,
+    start_ticks: u64,
+    comm: String,
+    stat: Option<File>,
+    counters: Option<ThreadCounters>,
+    /// The mask the thread had when found (or that it set itself since).
+    original: OsMask,
+    /// The mask the engine set last.
+    applied: Option<OsMask>,
+    last_move_ns: Option<u64>,
+    /// CPU time per core class, ns (attributed to the class of the CPU seen at each interval).
+    class_ns: Vec<f64>,
+    last_cpu_ns: f64,
+    last_processor: Option<u32>,
+    placements_applied: u32,
+    alive: bool,
+    /// Consecutive reads that found the thread asleep and without new CPU time.
+    idle_streak: u32,
+    /// The interval at which it is read next.
+    next_read: u64,
+    last_read_ns: u64,
+    reads: u32,
+}
+
+/// A sleeping thread that used less than this share of a CPU since its last read counts as idle
+/// for [`MAX_IDLE_READ_GAP`].
+pub const IDLE_CPU_SHARE: f64 = 0.01;
+
+/// A thread last seen asleep that used under [`IDLE_CPU_SHARE`] since is taken to be asleep still,
+/// on the CPU it slept on, without reading its stat; every this many reads the stat is read anyway.
+pub const STAT_EVERY_READS: u32 = 8;
+
+/// Longest gap between two reads of a sleeping thread, intervals: a thread that slept through
+/// its last reads is read after 1, 2, 4, 8, then every 10 intervals (1 s at the default), so a
+/// thousand idle threads cost a hundred reads a second, not ten thousand. A thread that wakes is
+/// seen at its next read.
+pub const MAX_IDLE_READ_GAP: u64 = 10;
+
+/// Counts of the engine's decisions.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Decisions {
+    /// Placements the policy asked for.
+    pub placements: u64,
+    /// Applied (or, in a dry run, that would have been).
+    pub applied: u64,
+    /// The thread already had that mask.
+    pub unchanged: u64,
+    pub held_by_dwell: u64,
+    pub held_by_cap: u64,
+    /// Nothing left after intersecting with the user's mask.
+    pub outside_user_mask: u64,
+    /// The thread was gone when acted on.
+    pub vanished: u64,
+    /// The program had changed the thread's mask itself; the engine adopted it.
+    pub adopted_user_changes: u64,
+    pub page_moves_requested: u64,
+}
+
+/// One thread in the summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadSummary {
+    pub tid: u32,
+    pub pid: u32,
+    pub comm: String,
+    pub cpu_s: f64,
+    /// CPU seconds on each core class.
+    pub class_s: BTreeMap<String, f64>,
+    pub placements_applied: u32,
+}
+
+/// What the engine reports at the end.
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineSummary {
+    pub policy: String,
+    pub dry_run: bool,
+    pub counters: Vec<&'static str>,
+    pub hardware_counters: bool,
+    /// Signals the policy uses that this machine cannot give.
+    pub policy_missing: Vec<&'static str>,
+    pub policy_disabled: Option<String>,
+    pub decisions: Decisions,
+    pub pages_moved_bytes: u64,
+    pub threads_seen: usize,
+    pub threads: Vec<ThreadSummary>,
+    pub restore: Restored,
+}
+
+/// The engine.
+pub struct Engine {
+    topology: Topology,
+    cpus: CpuMap,
+    managed: CpuSet,
+    policy: Option<Box<dyn Policy>>,
+    policy_name: String,
+    disabled: Option<String>,
+    plan: CounterPlan,
+    config: EngineConfig,
+    proc: Proc,
+    journal: Option<Journal>,
+    pages: PageMover,
+    ns_per_tick: f64,
+    obs: Vec<ThreadObs>,
+    slots: Vec<Slot>,
+    by_tid: HashMap<u32, ThreadId>,
+    apps: HashMap<u32, AppId>,
+    cores: Vec<CoreObs>,
+    now_ns: u64,
+    /// Intervals so far.
+    ticks: u64,
+    next_rebalance_ns: u64,
+    next_residency_ns: u64,
+    moves_this_interval: usize,
+    pending: Vec<Placement>,
+    page_moves: Vec<PageMove>,
+    decisions: Decisions,
+    /// The journal has entries not on disk yet (inherited masks).
+    journal_dirty: bool,
+    restored: Restored,
+    notices: Vec<String>,
+}
+
+/// A placement made work-conserving for a kernel that time-shares between our intervals: `cpus`
+/// plus every core on the same NUMA nodes that is faster than the slowest core of `cpus`.
+///
+/// In the simulator a policy's `on_core_idle` runs the instant a core idles, so a faster-core-first
+/// policy (AMPS section 3.2: a fast core never idles while a slow one has work) pulls a thread from
+/// a slow core at once. Live, the engine sees the machine once an interval (100 ms), far slower than
+/// a program's barriers and phases; a thread pinned to a slow core would wait there while a fast core
+/// idles. Widening upward lets the kernel make the pull: it runs the thread on a faster core when
+/// one is free, and the policy's preferred core keeps it otherwise. A placement onto the fastest
+/// class, or on a machine of one class, is unchanged.
+pub fn widen_upward(topology: &Topology, cpus: &CpuSet) -> CpuSet {
+    let slowest = cpus
+        .iter()
+        .map(|c| topology.relative_speed(c))
+        .fold(f64::INFINITY, f64::min);
+    let nodes: Vec<_> = cpus.iter().map(|c| topology.node_of(c)).collect();
+    let mut out = cpus.clone();
+    for c in topology.all_cores().iter() {
+        if topology.relative_speed(c) > slowest && nodes.contains(&topology.node_of(c)) {
+            out.insert(c);
+        }
+    }
+    out
+}
+
+/// The signals of `policy` that `plan` (and a live backend) cannot supply.
+pub fn missing_signals(needs: &[Signal], plan: &CounterPlan, nodes: usize) -> Vec<Signal> {
+    needs
+        .iter()
+        .copied()
+        .filter(|s| match s {
+            Signal::Ipc => !(plan.has(Role::Cycles) && plan.has(Role::Instructions)),
+            Signal::LlcMisses => !(plan.has(Role::LlcMisses) && plan.has(Role::LlcRefs)),
+            Signal::FpBusy => !(plan.has(Role::FpBusy) || plan.has(Role::FpEmpty)),
+            // No portable PMU event gives these per thread; policies fall back (documented).
+            // On one node there is nothing NUMA to know.
+            Signal::LlcTraffic => true,
+            Signal::NodeAccesses => nodes > 1,
+            Signal::NodeResidency => false,
+            // Supplied by applications through the hint socket.
+            Signal::Signatures | Signal::DataFragments => false,
+        })
+        .collect()
+}
+
+impl Engine {
+    /// An engine running `policy` on `topology`. `cpus` maps its cores to kernel CPUs; `isolated`
+    /// cores are never given to a thread. `journal`: `None` only in a dry run.
+    pub fn new(
+        topology: Topology,
+        cpus: CpuMap,
+        isolated: &CpuSet,
+        policy: Box<dyn Policy>,
+        plan: CounterPlan,
+        config: EngineConfig,
+        journal: Option<Journal>,
+    ) -> Engine {
+        let managed: CpuSet = topology
+            .all_cores()
+            .iter()
+            .filter(|c| !isolated.contains(*c))
+            .collect();
+        let n = topology.num_cores();
+        let name = policy.name().to_string();
+        let period = policy.rebalance_period_ns();
+        let missing = missing_signals(policy.needs(), &plan, topology.nodes().len());
+        let mut notices = Vec::new();
+        if !missing.is_empty() {
+            notices.push(format!(
+                "policy {name} uses {} which this machine does not offer; it sees zeros there",
+                missing
+                    .iter()
+                    .map(|s| s.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        Engine {
+            topology,
+            cpus,
+            managed,
+            policy: Some(policy),
+            policy_name: name,
+            disabled: None,
+            plan,
+            config,
+            proc: Proc::default(),
+            journal,
+            pages: PageMover::new(),
+            ns_per_tick: 1e9 / crate::procfs::clock_ticks_per_s() as f64,
+            obs: Vec::new(),
+            slots: Vec::new(),
+            by_tid: HashMap::new(),
+            apps: HashMap::new(),
+            cores: vec![CoreObs::default(); n],
+            now_ns: 0,
+            ticks: 0,
+            next_rebalance_ns: period,
+            next_residency_ns: 0,
+            moves_this_interval: 0,
+            pending: Vec::new(),
+            page_moves: Vec::new(),
+            decisions: Decisions::default(),
+            journal_dirty: false,
+            restored: Restored::default(),
+            notices,
+        }
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Whether thread `tid` is managed now.
+    pub fn manages(&self, tid: u32) -> bool {
+        self.by_tid
+            .get(&tid)
+            .is_some_and(|id| self.slots[id.index()].alive)
+    }
+
+    /// Live threads managed now.
+    pub fn live_threads(&self) -> usize {
+        self.slots.iter().filter(|s| s.alive).count()
+    }
+
+    /// Messages for the user since the last call (once each).
+    pub fn take_notices(&mut self) -> Vec<String> {
+        if let Some(p) = self.policy.as_mut() {
+            while let Some(n) = p.take_notice() {
+                self.notices.push(n);
+            }
+        }
+        std::mem::take(&mut self.notices)
+    }
+
+    fn disable(&mut self, why: String) {
+        tracing::error!(
+            "policy {} failed ({why}); disabled, affinities restored, the program keeps running",
+            self.policy_name
+        );
+        self.policy = None;
+        self.disabled = Some(why);
+        self.pending.clear();
+        self.restore_all();
+    }
+
+    /// Call the policy; a panic disables it.
+    fn call<R>(
+        &mut self,
+        f: impl FnOnce(&mut dyn Policy, &View<'_>, &mut Vec<Placement>) -> R,
+    ) -> Option<R> {
+        let policy = self.policy.as_mut()?;
+        let view = View {
+            now_ns: self.now_ns,
+            topology: &self.topology,
+            threads: &self.obs,
+            cores: &self.cores,
+        };
+        let pending = &mut self.pending;
+        let r = catch_unwind(AssertUnwindSafe(|| f(policy.as_mut(), &view, pending)));
+        match r {
+            Ok(r) => {
+                if let Some(p) = self.policy.as_mut() {
+                    let before = self.page_moves.len();
+                    p.take_page_moves(&mut self.page_moves);
+                    self.decisions.page_moves_requested += (self.page_moves.len() - before) as u64;
+                }
+                Some(r)
+            }
+            Err(e) => {
+                let msg = e
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panic".into());
+                self.disable(msg);
+                None
+            }
+        }
+    }
+
+    /// A thread the tracker found. Returns false when it is not managed after all (gone, or only
+    /// allowed on isolated CPUs).
+    pub fn add(&mut self, f: Found) -> bool {
+        if self.manages(f.tid) {
+            return true;
+        }
+        let current = match sys::get_affinity(f.tid) {
+            Ok(m) => m,
+            Err(_) => return false,
+        };
+        // A thread or process started by one we had moved inherits our mask, not the user's: it
+        // gets its creator's original, and a journal entry, so it is restored like its creator.
+        let creator = self
+            .slots
+            .iter()
+            .find(|s| s.alive && (s.pid == f.pid || s.pid == f.ppid) && s.applied == Some(current));
+        let (original, inherited) = match creator {
+            Some(c) => (c.original, true),
+            None => (current, false),
+        };
+        let user = self.cpus.to_cores(&original).intersection(&self.managed);
+        if user.is_empty() {
+            return false;
+        }
+        let stat = File::open(self.proc.task_dir(f.pid, f.tid).join("stat")).ok();
+        let counters = match self.plan.open(f.tid) {
+            Ok(c) => Some(c),
+            Err(SysError::Gone(_)) => return false,
+            Err(e) => {
+                tracing::debug!("counters: {e}");
+                None
+            }
+        };
+        let comm = self
+            .proc
+            .task_stat(f.pid, f.tid)
+            .map(|s| s.comm)
+            .unwrap_or_default();
+        let next_app = self.apps.len() as u32;
+        let app = *self.apps.entry(f.pid).or_insert(AppId(next_app));
+        let id = ThreadId(self.obs.len() as u32);
+        self.obs
+            .push(ThreadObs::new(id, app, user, self.topology.nodes().len()));
+        self.slots.push(Slot {
+            tid: f.tid,
+            pid: f.pid,
+            start_ticks: f.start_ticks,
+            comm,
+            stat,
+            counters,
+            original,
+            applied: inherited.then_some(current),
+            last_move_ns: None,
+            class_ns: vec![0.0; self.topology.classes().len()],
+            last_cpu_ns: 0.0,
+            last_processor: None,
+            placements_applied: 0,
+            alive: true,
+            idle_streak: 0,
+            next_read: 0,
+            last_read_ns: self.now_ns,
+            reads: 0,
+        });
+        self.by_tid.insert(f.tid, id);
+        if inherited {
+            self.obs[id.index()].allowed = self.cpus.to_cores(&current).intersection(&self.managed);
+            if let Some(j) = self.journal.as_mut() {
+                // Written with the next batch of changes, or at the next interval.
+                j.record(f.tid, f.start_ticks, &original, &current, &current);
+                self.journal_dirty = true;
+            }
+        }
+        self.refresh_one(id.index());
+        if let Some(Some(cpus)) = self.call(|p, v, _| p.on_thread_start(v, id)) {
+            self.pending.push(Placement { thread: id, cpus });
+            self.apply(true);
+        }
+        true
+    }
+
+    /// A thread is gone.
+    pub fn remove(&mut self, tid: u32) {
+        let Some(id) = self.by_tid.remove(&tid) else {
+            return;
+        };
+        let s = &mut self.slots[id.index()];
+        if !s.alive {
+            return;
+        }
+        s.alive = false;
+        s.stat = None;
+        s.counters = None;
+        let o = &mut self.obs[id.index()];
+        o.state = ThreadState::Exited;
+        // Bounded memory: an exited thread keeps only its fixed-size record.
+        o.resident_bytes = Vec::new();
+        o.node_accesses = Vec::new();
+        o.signature = None;
+        if let Some(j) = self.journal.as_mut() {
+            j.forget(tid);
+        }
+        self.call(|p, v, _| p.on_thread_exit(v, id));
+    }
+
+    /// A hint that passed the socket's checks.
+    pub fn hint(&mut self, tid: u32, hint: &Hint) {
+        let Some(&id) = self.by_tid.get(&tid) else {
+            return;
+        };
+        match hint {
+            Hint::DataFragment { next, .. } => self.obs[id.index()].data_fragment = *next,
+            Hint::Signature(s) => self.obs[id.index()].signature = Some(s.clone()),
+        }
+        self.call(|p, v, out| p.on_hint(v, id, hint, out));
+        self.apply(false);
+    }
+
+    pub fn tick(&mut self, now_ns: u64) {
+        self.now_ns = now_ns;
+        self.sync_journal();
+        self.moves_this_interval = 0;
+        self.refresh();
+        if self.policy.as_ref().is_some_and(|p| !p.is_baseline()) {
+            for c in 0..self.cores.len() {
+                let core = CoreId(c as u32);
+                if self.cores[c].is_idle() && self.managed.contains(core) {
+                    self.call(|p, v, out| p.on_core_idle(v, core, out));
+                }
+            }
+            if now_ns >= self.next_rebalance_ns {
+                let period = self
+                    .policy
+                    .as_ref()
+                    .map_or(1, |p| p.rebalance_period_ns().max(1));
+                self.next_rebalance_ns = now_ns + period;
+                self.call(|p, v, out| p.rebalance(v, out));
+            }
+            self.apply(false);
+        }
+        self.move_pages();
+    }
+
+    pub fn policy_name(&self) -> &str {
+        &self.policy_name
+    }
+}
+
+#[cfg(test)]
+mod tests;

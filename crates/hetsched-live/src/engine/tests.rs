@@ -1,0 +1,293 @@
+use super::*;
+
+use crate::tracker::Found;
+use hetsched_core::policy::Policy;
+use std::sync::mpsc;
+
+/// A policy that pins every live thread to `core` at each rebalance, or panics when asked.
+struct Scripted {
+    core: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    panic: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Policy for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+    fn rebalance_period_ns(&self) -> u64 {
+        1
+    }
+    fn rebalance(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
+        assert!(
+            !self.panic.load(std::sync::atomic::Ordering::Relaxed),
+            "scripted failure"
+        );
+        let core = CoreId(self.core.load(std::sync::atomic::Ordering::Relaxed));
+        for t in view
+            .threads
+            .iter()
+            .filter(|t| t.state != ThreadState::Exited)
+        {
+            out.push(Placement::pin(t.id, core));
+        }
+    }
+}
+
+/// Threads of this test process that sleep until told to end.
+struct Sleepers {
+    tids: Vec<u32>,
+    stop: Vec<mpsc::Sender<()>>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Sleepers {
+    fn new(n: usize) -> Sleepers {
+        let mut s = Sleepers {
+            tids: Vec::new(),
+            stop: Vec::new(),
+            handles: Vec::new(),
+        };
+        for _ in 0..n {
+            let (tx, rx) = mpsc::channel();
+            let (stop_tx, stop_rx) = mpsc::channel::<()>();
+            s.handles.push(std::thread::spawn(move || {
+                tx.send(sys::gettid()).unwrap();
+                let _ = stop_rx.recv();
+            }));
+            s.tids.push(rx.recv().unwrap());
+            s.stop.push(stop_tx);
+        }
+        s
+    }
+    fn end(self) {
+        drop(self.stop);
+        for h in self.handles {
+            h.join().unwrap();
+        }
+    }
+}
+
+fn two_class_machine() -> Topology {
+    let n = crate::discover(std::path::Path::new("/"))
+        .topology
+        .num_cores();
+    hetsched_core::machine_file::parse_machine(
+        &format!(
+            "name = \"t\"\nmemory_latency_ns = 90.0\n[[classes]]\nname = \"fast\"\ncapacity = 1.0\n\
+             [[classes]]\nname = \"slow\"\ncapacity = 0.5\n[[cores]]\ncpus = \"0\"\nclass = \"fast\"\n\
+             [[cores]]\ncpus = \"1-{}\"\nclass = \"slow\"\n",
+            n - 1
+        ),
+        "test",
+    )
+    .unwrap()
+}
+
+fn engine_for(
+    threads: &Sleepers,
+    config: EngineConfig,
+    dir: &std::path::Path,
+) -> (
+    Engine,
+    std::sync::Arc<std::sync::atomic::AtomicU32>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    let topology = two_class_machine();
+    let cpus = CpuMap::new(&crate::discover(std::path::Path::new("/")).topology);
+    let core = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1));
+    let panic = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let policy = Box::new(Scripted {
+        core: core.clone(),
+        panic: panic.clone(),
+    });
+    let journal = if config.dry_run {
+        None
+    } else {
+        Some(Journal::create(dir).unwrap())
+    };
+    let mut e = Engine::new(
+        topology,
+        cpus,
+        &CpuSet::new(),
+        policy,
+        CounterPlan::none(),
+        config,
+        journal,
+    );
+    let proc = Proc::default();
+    let pid = std::process::id();
+    for &tid in &threads.tids {
+        let st = proc.task_stat(pid, tid).unwrap();
+        assert!(e.add(Found {
+            pid,
+            tid,
+            start_ticks: st.start_ticks,
+            group: 0,
+            ppid: st.ppid,
+        }));
+    }
+    (e, core, panic)
+}
+
+fn needs_two_cpus() -> bool {
+    let n = crate::discover(std::path::Path::new("/"))
+        .topology
+        .num_cores();
+    n >= 2 && sys::get_affinity(sys::gettid()).is_ok_and(|m| m.cpus().count() >= 2)
+}
+
+#[test]
+fn dwell_and_the_move_cap_hold_threads_back_and_finish_restores() {
+    if !needs_two_cpus() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hs-engine-dwell-{}", std::process::id()));
+    let th = Sleepers::new(3);
+    let original = sys::get_affinity(th.tids[0]).unwrap();
+    let config = EngineConfig {
+        min_dwell: Duration::from_millis(500),
+        max_moves: 2,
+        work_conserving: false,
+        ..Default::default()
+    };
+    let (mut e, core, _) = engine_for(&th, config, &dir);
+    e.tick(1_000_000);
+    // Three threads want core 1; the cap lets two move.
+    let d = e.decisions();
+    assert_eq!((d.applied, d.held_by_cap), (2, 1), "{d:?}");
+    let on = |tid: u32| sys::get_affinity(tid).unwrap().to_list();
+    let slow_os = e.cpus.os_cpu(CoreId(1)).to_string();
+    let moved: Vec<u32> = th
+        .tids
+        .iter()
+        .copied()
+        .filter(|&t| on(t) == slow_os)
+        .collect();
+    assert_eq!(moved.len(), 2);
+    // Next interval: the third moves; the two moved ones now asked for core 0 are held by
+    // their dwell time.
+    e.tick(2_000_000);
+    assert_eq!(e.decisions().applied, 3);
+    core.store(0, std::sync::atomic::Ordering::Relaxed);
+    e.tick(3_000_000);
+    assert!(e.decisions().held_by_dwell >= 2, "{:?}", e.decisions());
+    // After the dwell they move (two an interval).
+    e.tick(600_000_000);
+    e.tick(601_000_000);
+    let fast_os = e.cpus.os_cpu(CoreId(0)).to_string();
+    assert!(th.tids.iter().all(|&t| on(t) == fast_os));
+    let summary = e.finish();
+    assert_eq!(summary.restore.restored, 3);
+    assert!(th
+        .tids
+        .iter()
+        .all(|&t| sys::get_affinity(t).unwrap() == original));
+    th.end();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_panicking_policy_is_disabled_and_affinities_restored() {
+    if !needs_two_cpus() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hs-engine-panic-{}", std::process::id()));
+    let th = Sleepers::new(2);
+    let original = sys::get_affinity(th.tids[0]).unwrap();
+    let config = EngineConfig {
+        work_conserving: false,
+        ..Default::default()
+    };
+    let (mut e, _, panic) = engine_for(&th, config, &dir);
+    e.tick(1_000_000);
+    assert_eq!(e.decisions().applied, 2);
+    assert_ne!(sys::get_affinity(th.tids[0]).unwrap(), original);
+    panic.store(true, std::sync::atomic::Ordering::Relaxed);
+    e.tick(2_000_000);
+    assert!(th
+        .tids
+        .iter()
+        .all(|&t| sys::get_affinity(t).unwrap() == original));
+    let s = e.finish();
+    assert!(s
+        .policy_disabled
+        .as_deref()
+        .is_some_and(|m| m.contains("scripted failure")));
+    // Further intervals do nothing.
+    th.end();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_mask_the_program_set_itself_is_adopted_not_overwritten() {
+    if !needs_two_cpus() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hs-engine-adopt-{}", std::process::id()));
+    let th = Sleepers::new(1);
+    let tid = th.tids[0];
+    let config = EngineConfig {
+        min_dwell: Duration::ZERO,
+        work_conserving: false,
+        ..Default::default()
+    };
+    let (mut e, core, _) = engine_for(&th, config, &dir);
+    e.tick(1_000_000);
+    assert_eq!(e.decisions().applied, 1);
+    // The program pins its thread to CPU 0 itself.
+    let own = OsMask::from_cpus([e.cpus.os_cpu(CoreId(0))]);
+    sys::set_affinity(tid, &own).unwrap();
+    // The policy asks for a change: the engine finds the program's mask, adopts it as the
+    // user's and leaves it.
+    core.store(0, std::sync::atomic::Ordering::Relaxed);
+    e.tick(2_000_000);
+    assert_eq!(e.decisions().adopted_user_changes, 1);
+    assert_eq!(sys::get_affinity(tid).unwrap(), own);
+    core.store(1, std::sync::atomic::Ordering::Relaxed);
+    e.tick(3_000_000);
+    // Core 1 is outside the program's mask now.
+    assert!(e.decisions().outside_user_mask >= 1, "{:?}", e.decisions());
+    let s = e.finish();
+    assert_eq!(s.restore.restored, 0);
+    assert_eq!(sys::get_affinity(tid).unwrap(), own);
+    th.end();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn widening_adds_faster_cores_of_the_same_node_only() {
+    // Two nodes, each with one fast core (0, 2) and one slow core (1, 3).
+    let t = hetsched_core::machine_file::parse_machine(
+        r#"
+name = "two-by-two"
+[[classes]]
+name = "fast"
+capacity = 1.0
+[[classes]]
+name = "slow"
+capacity = 0.5
+[[cores]]
+cpus = "0,2"
+class = "fast"
+[[cores]]
+cpus = "1,3"
+class = "slow"
+[[nodes]]
+cpus = "0-1"
+distance = [10, 20]
+latency_ns = [80.0, 140.0]
+[[nodes]]
+cpus = "2-3"
+distance = [20, 10]
+latency_ns = [140.0, 80.0]
+"#,
+        "test",
+    )
+    .unwrap();
+    let w = widen_upward(&t, &CpuSet::single(CoreId(3)));
+    assert_eq!(w.to_list(), "2-3");
+    let w = widen_upward(&t, &[CoreId(1), CoreId(3)].into_iter().collect());
+    assert_eq!(w.to_list(), "0-3");
+    // A placement onto a fast core stays as it is.
+    assert_eq!(widen_upward(&t, &CpuSet::single(CoreId(0))).to_list(), "0");
+}
