@@ -18,7 +18,8 @@
 
 use crate::counters::CounterPlan;
 use crate::engine::{Engine, EngineConfig};
-use crate::hints::HintServer;
+use crate::event_loop::{EventLoop, Source};
+use crate::hints::{HintServer, Received};
 use crate::journal::{self, Journal};
 use crate::procfs::Proc;
 use crate::run::restore_on_panic;
@@ -264,37 +265,13 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
         work_conserving: !config.strict_placement,
         ..Default::default()
     };
-    let mut engines: Vec<RuleEngine> = Vec::new();
-    for (i, rule) in config.rules.iter().enumerate() {
-        let journal = if cfg.dry_run {
-            None
-        } else {
-            // One journal per rule engine, in a directory of its own.
-            let dir = s.state_dir.join(format!("rule-{i}"));
-            let j = Journal::create(&dir)?;
-            journal::recover_stale(&dir, &proc);
-            Some(j)
-        };
-        if i == 0 {
-            if let Some(j) = &journal {
-                restore_on_panic(j.path().to_path_buf());
-            }
-        }
-        let mut engine = new_engine(rule, &s, &cfg, journal);
-        for n in engine.take_notices() {
-            tracing::warn!("rule {}: {n}", i + 1);
-        }
-        engines.push(RuleEngine {
-            rule: rule.clone(),
-            engine,
-        });
-    }
+    let engines = rule_engines(&config, &s, &cfg, &proc)?;
+    let named = |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
     let hint_path = config
         .hint_socket
         .clone()
         .unwrap_or_else(|| DEFAULT_HINT_SOCKET.into());
-    let named = |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
-    let mut hints = HintServer::bind(&hint_path)
+    let hints = HintServer::bind(&hint_path)
         .map_err(named(format!("hint_socket {}", hint_path.display())))?;
     let stats_path = config
         .stats_socket
@@ -311,146 +288,209 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
         None => None,
     };
     let rules: Vec<Match> = config.rules.iter().map(|r| r.matcher.clone()).collect();
-    let mut tracker = Tracker::new(proc.clone(), Scope::Rules(rules), s.use_connector);
-    let mut changes = Changes::default();
-    let start = Instant::now();
-    let cpu0 = sys::process_cpu_s();
-    let interval = cfg.interval;
-    let mut next_tick = start;
-    let mut received = Vec::new();
+    let mut daemon = Daemon {
+        tracker: Tracker::new(proc.clone(), Scope::Rules(rules), s.use_connector),
+        engines,
+        hints,
+        changes: Changes::default(),
+        received: Vec::new(),
+        cpu0: sys::process_cpu_s(),
+        start: Instant::now(),
+    };
+    let mut events = EventLoop::new(cfg.interval);
     tracing::info!(
         "daemon: {} rule(s), hints at {}, stats at {}",
-        engines.len(),
+        daemon.engines.len(),
         hint_path.display(),
         stats_path.display()
     );
-
-    let stats = |engines: &[RuleEngine], hints: &HintServer, tracker: &Tracker| DaemonStats {
-        uptime_s: start.elapsed().as_secs_f64(),
-        daemon_cpu_s: sys::process_cpu_s() - cpu0,
-        fraction_of_one_core: (sys::process_cpu_s() - cpu0)
-            / start.elapsed().as_secs_f64().max(1e-9),
-        connector: tracker.uses_connector(),
-        hints: hints.counts,
-        rules: engines
-            .iter()
-            .map(|r| RuleStats {
-                policy: r.rule.policy.clone(),
-                threads_live: r.engine.live_threads(),
-                decisions: r.engine.decisions(),
-                classes: r
-                    .engine
-                    .class_totals()
-                    .into_iter()
-                    .map(|(class, cpu_s, threads)| ClassStats {
-                        class,
-                        threads,
-                        cpu_s,
-                    })
-                    .collect(),
-            })
-            .collect(),
-    };
-
+    events.set(Source::Signals, Some(signals.as_raw_fd()));
+    events.set(Source::Hints, Some(daemon.hints.raw_fd()));
+    events.set(Source::Stats, Some(stats_listener.as_raw_fd()));
+    events.set(Source::Metrics, metrics.as_ref().map(|m| m.as_raw_fd()));
     loop {
-        let timeout = next_tick.saturating_duration_since(Instant::now());
-        let mut fds = vec![
-            signals.as_raw_fd(),
-            hints.raw_fd(),
-            stats_listener.as_raw_fd(),
-        ];
-        fds.push(metrics.as_ref().map_or(-1, |m| m.as_raw_fd()));
-        if let Some(fd) = tracker.event_fd() {
-            fds.push(fd);
-        }
-        let ready = signals::wait_readable(&fds, timeout);
-        if ready[0] {
-            let mut stop = false;
-            for sig in signals.drain() {
-                match sig.signo {
-                    libc::SIGCHLD => {
-                        signals::reap(0);
-                    }
-                    libc::SIGHUP => tracing::info!("SIGHUP ignored (restart to reload)"),
-                    _ => stop = true,
-                }
-            }
-            if stop {
-                break;
-            }
+        events.set(Source::ProcessEvents, daemon.tracker.event_fd());
+        let ready = events.wait();
+        if ready.has(Source::Signals) && stop_requested(&signals) {
+            break;
         }
         let mut rescan = false;
-        if ready.get(4).copied().unwrap_or(false) {
-            rescan = tracker.take_events(&mut changes);
-            apply_changes(&mut changes, &mut engines);
+        if ready.has(Source::ProcessEvents) {
+            rescan = daemon.tracker.take_events(&mut daemon.changes);
+            apply_changes(&mut daemon.changes, &mut daemon.engines);
         }
-        if ready[1] {
-            hints.drain_tracked(
-                &mut tracker,
-                |t| engines.iter().any(|r| r.engine.manages(t)),
-                &mut changes,
-                &mut received,
-            );
-            apply_changes(&mut changes, &mut engines);
-            for h in &received {
-                if let Some(r) = engines.iter_mut().find(|r| r.engine.manages(h.tid)) {
-                    r.engine.hint(h.tid, &h.hint);
-                }
-            }
+        if ready.has(Source::Hints) {
+            daemon.on_hints();
         }
-        if ready[2] {
-            while let Ok((mut conn, _)) = stats_listener.accept() {
-                let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
-                let text =
-                    serde_json::to_string(&stats(&engines, &hints, &tracker)).unwrap_or_default();
-                let _ = conn.write_all(text.as_bytes());
-            }
+        if ready.has(Source::Stats) {
+            daemon.serve_stats(&stats_listener);
         }
-        if ready[3] {
-            if let Some(m) = &metrics {
-                while let Ok((mut conn, _)) = m.accept() {
-                    let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
-                    let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
-                    let mut req = [0u8; 1024];
-                    let _ = conn.read(&mut req);
-                    let body = openmetrics(&stats(&engines, &hints, &tracker));
-                    let _ = write!(
-                        conn,
-                        "HTTP/1.0 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
-                        body.len()
-                    );
-                }
-            }
+        if let Some(m) = metrics.as_ref().filter(|_| ready.has(Source::Metrics)) {
+            daemon.serve_metrics(m);
         }
-        let due = Instant::now() >= next_tick;
+        let due = events.tick_due();
         if rescan {
-            tracker.scan(&mut changes);
-            apply_changes(&mut changes, &mut engines);
+            daemon.tracker.scan(&mut daemon.changes);
+            apply_changes(&mut daemon.changes, &mut daemon.engines);
         }
         if due {
-            tracker.periodic(&mut changes);
-            apply_changes(&mut changes, &mut engines);
-        }
-        if due {
-            let now_ns = start.elapsed().as_nanos() as u64;
-            for (i, r) in engines.iter_mut().enumerate() {
-                r.engine.tick(now_ns);
-                for n in r.engine.take_notices() {
-                    tracing::warn!("rule {}: {n}", i + 1);
-                }
-            }
-            next_tick += interval;
-            if next_tick < Instant::now() {
-                next_tick = Instant::now() + interval;
-            }
+            daemon.tracker.periodic(&mut daemon.changes);
+            apply_changes(&mut daemon.changes, &mut daemon.engines);
+            daemon.on_tick(events.elapsed_ns());
+            events.ticked();
         }
     }
-    let final_stats = stats(&engines, &hints, &tracker);
-    for r in engines.iter_mut() {
+    let final_stats = daemon.stats();
+    for r in daemon.engines.iter_mut() {
         r.engine.finish();
     }
     let _ = std::fs::remove_file(&stats_path);
     Ok(final_stats)
+}
+
+/// One engine per rule, each with its own journal in a directory of its own.
+fn rule_engines(
+    config: &DaemonConfig,
+    s: &DaemonSetup,
+    cfg: &EngineConfig,
+    proc: &Proc,
+) -> io::Result<Vec<RuleEngine>> {
+    let mut engines = Vec::new();
+    for (i, rule) in config.rules.iter().enumerate() {
+        let journal = if cfg.dry_run {
+            None
+        } else {
+            let dir = s.state_dir.join(format!("rule-{i}"));
+            let j = Journal::create(&dir)?;
+            journal::recover_stale(&dir, proc);
+            Some(j)
+        };
+        if i == 0 {
+            if let Some(j) = &journal {
+                restore_on_panic(j.path().to_path_buf());
+            }
+        }
+        let mut engine = new_engine(rule, s, cfg, journal);
+        for n in engine.take_notices() {
+            tracing::warn!("rule {}: {n}", i + 1);
+        }
+        engines.push(RuleEngine {
+            rule: rule.clone(),
+            engine,
+        });
+    }
+    Ok(engines)
+}
+
+/// Drain the signal descriptor: SIGCHLD reaps, SIGHUP is ignored, any other signal asks to stop.
+fn stop_requested(signals: &Signals) -> bool {
+    let mut stop = false;
+    for sig in signals.drain() {
+        match sig.signo {
+            libc::SIGCHLD => {
+                signals::reap(0);
+            }
+            libc::SIGHUP => tracing::info!("SIGHUP ignored (restart to reload)"),
+            _ => stop = true,
+        }
+    }
+    stop
+}
+
+/// What the daemon tracks while it runs.
+struct Daemon {
+    tracker: Tracker,
+    engines: Vec<RuleEngine>,
+    hints: HintServer,
+    changes: Changes,
+    received: Vec<Received>,
+    cpu0: f64,
+    start: Instant,
+}
+
+impl Daemon {
+    /// The statistics now.
+    fn stats(&self) -> DaemonStats {
+        DaemonStats {
+            uptime_s: self.start.elapsed().as_secs_f64(),
+            daemon_cpu_s: sys::process_cpu_s() - self.cpu0,
+            fraction_of_one_core: (sys::process_cpu_s() - self.cpu0)
+                / self.start.elapsed().as_secs_f64().max(1e-9),
+            connector: self.tracker.uses_connector(),
+            hints: self.hints.counts,
+            rules: self
+                .engines
+                .iter()
+                .map(|r| RuleStats {
+                    policy: r.rule.policy.clone(),
+                    threads_live: r.engine.live_threads(),
+                    decisions: r.engine.decisions(),
+                    classes: r
+                        .engine
+                        .class_totals()
+                        .into_iter()
+                        .map(|(class, cpu_s, threads)| ClassStats {
+                            class,
+                            threads,
+                            cpu_s,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Hints from managed threads, each to the engine that manages its sender.
+    fn on_hints(&mut self) {
+        let engines = &self.engines;
+        self.hints.drain_tracked(
+            &mut self.tracker,
+            |t| engines.iter().any(|r| r.engine.manages(t)),
+            &mut self.changes,
+            &mut self.received,
+        );
+        apply_changes(&mut self.changes, &mut self.engines);
+        for h in &self.received {
+            if let Some(r) = self.engines.iter_mut().find(|r| r.engine.manages(h.tid)) {
+                r.engine.hint(h.tid, &h.hint);
+            }
+        }
+    }
+
+    /// Answer every waiting statistics client with one JSON document.
+    fn serve_stats(&self, listener: &UnixListener) {
+        while let Ok((mut conn, _)) = listener.accept() {
+            let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
+            let text = serde_json::to_string(&self.stats()).unwrap_or_default();
+            let _ = conn.write_all(text.as_bytes());
+        }
+    }
+
+    /// Answer every waiting metrics client with the OpenMetrics text over HTTP/1.0.
+    fn serve_metrics(&self, listener: &TcpListener) {
+        while let Ok((mut conn, _)) = listener.accept() {
+            let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
+            let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
+            let mut req = [0u8; 1024];
+            let _ = conn.read(&mut req);
+            let body = openmetrics(&self.stats());
+            let _ = write!(
+                conn,
+                "HTTP/1.0 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    }
+
+    /// One interval: every rule's engine ticks.
+    fn on_tick(&mut self, now_ns: u64) {
+        for (i, r) in self.engines.iter_mut().enumerate() {
+            r.engine.tick(now_ns);
+            for n in r.engine.take_notices() {
+                tracing::warn!("rule {}: {n}", i + 1);
+            }
+        }
+    }
 }
 
 fn apply_changes(changes: &mut Changes, engines: &mut [RuleEngine]) {

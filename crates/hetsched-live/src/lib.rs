@@ -7,13 +7,14 @@
 //! - [`sys`], [`journal`], [`pages`]: affinity, the restore journal, page migration.
 //! - [`hints`]: the hint socket's receiving side.
 //! - [`emulate`]: slow cores made on symmetric hardware by duty cycling.
-//! - [`run`], [`daemon`] (with [`signals`]): the two ways to drive engines.
+//! - [`run`], [`daemon`] (with [`signals`] and [`event_loop`]): the two ways to drive engines.
 
 pub mod connector;
 pub mod counters;
 pub mod daemon;
 pub mod emulate;
 pub mod engine;
+pub mod event_loop;
 pub mod hints;
 pub mod journal;
 pub mod pages;

@@ -9,7 +9,8 @@
 
 use crate::counters::CounterPlan;
 use crate::engine::{Engine, EngineConfig, EngineSummary};
-use crate::hints::{HintCounts, HintServer};
+use crate::event_loop::{EventLoop, Source};
+use crate::hints::{HintCounts, HintServer, Received};
 use crate::journal::{self, Journal, Restored};
 use crate::procfs::Proc;
 use crate::signals::{self, Exit, Signals};
@@ -20,10 +21,10 @@ use hetsched_core::{CpuSet, Topology};
 use serde::Serialize;
 use std::io;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Everything a run needs besides the command.
 pub struct RunSetup {
@@ -151,28 +152,85 @@ pub fn run(command: &[String], s: RunSetup) -> Result<RunReport, RunError> {
     let hint_path = s
         .state_dir
         .join(format!("hint-{}.sock", std::process::id()));
-    let mut hints = HintServer::bind(&hint_path).map_err(setup("hint socket"))?;
+    let hints = HintServer::bind(&hint_path).map_err(setup("hint socket"))?;
     let machine = s.topology.name().to_string();
-    let interval = s.engine.interval;
     let mut engine = Engine::new(
         s.topology,
         s.cpus,
         &s.isolated,
         s.policy,
         s.plan,
-        s.engine,
+        s.engine.clone(),
         journal,
     );
     for n in engine.take_notices() {
         tracing::warn!("{n}");
     }
-
     let cpu0 = sys::process_cpu_s();
-    let start = Instant::now();
+    let mut events = EventLoop::new(s.engine.interval);
+    let root = spawn(command, &hint_path, s.program_stdout_to_stderr)?;
+    let mut session = Session {
+        tracker: Tracker::new(proc.clone(), Scope::Tree { root }, s.use_connector),
+        engine,
+        hints,
+        root,
+        changes: Changes::default(),
+        received: Vec::new(),
+        exit: None,
+        stopped_by: None,
+        summary: None,
+        intervals: 0,
+        threads_peak: 0,
+        last_start: (cpu0, events.start()),
+    };
+    events.set(
+        Source::Signals,
+        Some(std::os::fd::AsRawFd::as_raw_fd(&signals)),
+    );
+    events.set(Source::Hints, Some(session.hints.raw_fd()));
+    while session.exit.is_none() {
+        events.set(Source::ProcessEvents, session.tracker.event_fd());
+        let ready = events.wait();
+        if ready.has(Source::Signals) {
+            session.on_signals(&signals);
+        }
+        if session.summary.is_some() {
+            // Stopped managing: only wait for the program.
+            events.stop_ticking();
+            continue;
+        }
+        let mut full_scan = false;
+        if ready.has(Source::ProcessEvents) {
+            full_scan = session.tracker.take_events(&mut session.changes);
+            session.apply_changes();
+        }
+        if ready.has(Source::Hints) {
+            session.on_hints();
+        }
+        let due = events.tick_due();
+        if full_scan {
+            session.tracker.scan(&mut session.changes);
+            session.apply_changes();
+        }
+        if due {
+            session.tracker.periodic(&mut session.changes);
+            session.apply_changes();
+        }
+        if due && session.exit.is_none() {
+            session.on_tick(events.elapsed_ns());
+            events.ticked();
+        }
+    }
+    Ok(session.report(command, machine, recovered, cpu0, &events))
+}
+
+/// Start the program with the hint socket in its environment and the signals it should see
+/// unblocked; its pid.
+fn spawn(command: &[String], hint_path: &Path, stdout_to_stderr: bool) -> Result<u32, RunError> {
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..])
-        .env(hetsched_hint::SOCKET_ENV, &hint_path);
-    if s.program_stdout_to_stderr {
+        .env(hetsched_hint::SOCKET_ENV, hint_path);
+    if stdout_to_stderr {
         use std::os::fd::AsFd;
         if let Ok(fd) = io::stderr().as_fd().try_clone_to_owned() {
             cmd.stdout(Stdio::from(fd));
@@ -186,152 +244,149 @@ pub fn run(command: &[String], s: RunSetup) -> Result<RunReport, RunError> {
         program: command[0].clone(),
         source,
     })?;
-    let root = child.id();
-    let mut tracker = Tracker::new(proc.clone(), Scope::Tree { root }, s.use_connector);
-    let mut changes = Changes::default();
-    let mut received = Vec::new();
-    let mut exit: Option<Exit> = None;
-    let mut stopped_by: Option<i32> = None;
-    let mut summary: Option<EngineSummary> = None;
-    let mut next_tick = start;
-    let mut intervals = 0u64;
-    let mut threads_peak = 0usize;
+    Ok(child.id())
+}
 
-    // CPU time and instant of the last thread start.
-    let mut last_start = (cpu0, start);
-    let mut apply = |changes: &mut Changes, engine: &mut Engine| {
-        for tid in changes.exited.drain(..) {
-            engine.remove(tid);
-        }
-        if !changes.started.is_empty() {
-            changes.sort();
-            for f in changes.started.drain(..) {
-                engine.add(f);
-            }
-            engine.sync_journal();
-            last_start = (sys::process_cpu_s(), Instant::now());
-        }
-    };
+/// What `run` tracks while it manages the program.
+struct Session {
+    engine: Engine,
+    tracker: Tracker,
+    hints: HintServer,
+    /// The program's pid.
+    root: u32,
+    changes: Changes,
+    received: Vec<Received>,
+    exit: Option<Exit>,
+    stopped_by: Option<i32>,
+    /// Set when a signal stopped the management (affinities restored then).
+    summary: Option<EngineSummary>,
+    intervals: u64,
+    threads_peak: usize,
+    /// CPU time and instant of the last thread start.
+    last_start: (f64, Instant),
+}
 
-    while exit.is_none() {
-        let now = Instant::now();
-        let timeout = next_tick.saturating_duration_since(now);
-        let mut fds = vec![std::os::fd::AsRawFd::as_raw_fd(&signals), hints.raw_fd()];
-        if let Some(fd) = tracker.event_fd() {
-            fds.push(fd);
+impl Session {
+    /// Threads that exited leave the engine, new ones join it.
+    fn apply_changes(&mut self) {
+        for tid in self.changes.exited.drain(..) {
+            self.engine.remove(tid);
         }
-        let ready = signals::wait_readable(&fds, timeout);
-        if ready[0] {
-            for sig in signals.drain() {
-                if sig.signo == libc::SIGCHLD {
-                    if let Some(e) = signals::reap(root) {
-                        exit = Some(e);
-                    }
-                    continue;
-                }
-                if summary.is_none() {
-                    stopped_by = Some(sig.signo);
-                    tracing::warn!(
-                        "signal {}: restoring affinities, no longer managing",
-                        sig.signo
-                    );
-                    summary = Some(engine.finish());
-                }
-                if sig.from_process {
-                    signals::send(root, sig.signo);
-                }
+        if !self.changes.started.is_empty() {
+            self.changes.sort();
+            for f in self.changes.started.drain(..) {
+                self.engine.add(f);
             }
+            self.engine.sync_journal();
+            self.last_start = (sys::process_cpu_s(), Instant::now());
         }
-        if summary.is_some() {
-            // Stopped managing: only wait for the program.
-            next_tick = Instant::now() + Duration::from_secs(3600);
-            continue;
-        }
-        let mut full_scan = false;
-        if ready.get(2).copied().unwrap_or(false) {
-            full_scan = tracker.take_events(&mut changes);
-            apply(&mut changes, &mut engine);
-        }
-        if ready[1] {
-            hints.drain_tracked(
-                &mut tracker,
-                |t| engine.manages(t),
-                &mut changes,
-                &mut received,
-            );
-            apply(&mut changes, &mut engine);
-            for r in &received {
-                engine.hint(r.tid, &r.hint);
+    }
+
+    /// SIGCHLD reaps the program; a stop signal restores every affinity at once and stops
+    /// managing, and one sent by a process is passed on to the program.
+    fn on_signals(&mut self, signals: &Signals) {
+        for sig in signals.drain() {
+            if sig.signo == libc::SIGCHLD {
+                if let Some(e) = signals::reap(self.root) {
+                    self.exit = Some(e);
+                }
+                continue;
             }
-        }
-        let due = Instant::now() >= next_tick;
-        if full_scan {
-            tracker.scan(&mut changes);
-            apply(&mut changes, &mut engine);
-        }
-        if due {
-            tracker.periodic(&mut changes);
-            apply(&mut changes, &mut engine);
-        }
-        if due && exit.is_none() {
-            threads_peak = threads_peak.max(engine.live_threads());
-            engine.tick(start.elapsed().as_nanos() as u64);
-            for n in engine.take_notices() {
-                tracing::warn!("{n}");
+            if self.summary.is_none() {
+                self.stopped_by = Some(sig.signo);
+                tracing::warn!(
+                    "signal {}: restoring affinities, no longer managing",
+                    sig.signo
+                );
+                self.summary = Some(self.engine.finish());
             }
-            intervals += 1;
-            next_tick += interval;
-            if next_tick < Instant::now() {
-                next_tick = Instant::now() + interval;
+            if sig.from_process {
+                signals::send(self.root, sig.signo);
             }
         }
     }
-    let engine_summary = match summary {
-        Some(s) => s,
-        None => engine.finish(),
-    };
-    let wall_s = start.elapsed().as_secs_f64();
-    let cpu_now = sys::process_cpu_s();
-    let cpu = cpu_now - cpu0;
-    let steady_cpu_s = cpu_now - last_start.0;
-    let steady_wall_s = last_start.1.elapsed().as_secs_f64();
-    let exit = exit.unwrap_or(Exit::Code(1));
-    Ok(RunReport {
-        command: command.to_vec(),
-        exit_code: match exit {
-            Exit::Code(c) => Some(c),
-            Exit::Signal(_) => None,
-        },
-        exit_signal: match exit {
-            Exit::Signal(s) => Some(s),
-            Exit::Code(_) => None,
-        },
-        wall_s,
-        interval_ms: interval.as_secs_f64() * 1e3,
-        machine,
-        engine: engine_summary,
-        tracking: TrackingSummary {
-            connector: tracker.uses_connector(),
-            events: tracker.events_seen,
-            events_lost: tracker.events_lost,
-            scans: tracker.scans,
-        },
-        hint_socket: hints.path().display().to_string(),
-        hints: hints.counts,
-        recovered,
-        stopped_by_signal: stopped_by,
-        overhead: Overhead {
-            daemon_cpu_s: cpu,
-            fraction_of_one_core: if wall_s > 0.0 { cpu / wall_s } else { 0.0 },
-            intervals,
-            threads_peak,
-            steady_cpu_s,
-            steady_wall_s,
-            steady_fraction_of_one_core: if steady_wall_s > 0.0 {
-                steady_cpu_s / steady_wall_s
-            } else {
-                0.0
+
+    /// Hints from the program's threads (a sender not yet tracked is looked up first).
+    fn on_hints(&mut self) {
+        let engine = &self.engine;
+        self.hints.drain_tracked(
+            &mut self.tracker,
+            |t| engine.manages(t),
+            &mut self.changes,
+            &mut self.received,
+        );
+        self.apply_changes();
+        for r in &self.received {
+            self.engine.hint(r.tid, &r.hint);
+        }
+    }
+
+    /// One interval: the policy sees the threads and places them.
+    fn on_tick(&mut self, now_ns: u64) {
+        self.threads_peak = self.threads_peak.max(self.engine.live_threads());
+        self.engine.tick(now_ns);
+        for n in self.engine.take_notices() {
+            tracing::warn!("{n}");
+        }
+        self.intervals += 1;
+    }
+
+    /// The report, once the program has exited.
+    fn report(
+        mut self,
+        command: &[String],
+        machine: String,
+        recovered: Restored,
+        cpu0: f64,
+        events: &EventLoop,
+    ) -> RunReport {
+        let engine_summary = match self.summary.take() {
+            Some(s) => s,
+            None => self.engine.finish(),
+        };
+        let wall_s = events.start().elapsed().as_secs_f64();
+        let cpu_now = sys::process_cpu_s();
+        let cpu = cpu_now - cpu0;
+        let steady_cpu_s = cpu_now - self.last_start.0;
+        let steady_wall_s = self.last_start.1.elapsed().as_secs_f64();
+        let exit = self.exit.unwrap_or(Exit::Code(1));
+        RunReport {
+            command: command.to_vec(),
+            exit_code: match exit {
+                Exit::Code(c) => Some(c),
+                Exit::Signal(_) => None,
             },
-        },
-    })
+            exit_signal: match exit {
+                Exit::Signal(s) => Some(s),
+                Exit::Code(_) => None,
+            },
+            wall_s,
+            interval_ms: events.interval().as_secs_f64() * 1e3,
+            machine,
+            engine: engine_summary,
+            tracking: TrackingSummary {
+                connector: self.tracker.uses_connector(),
+                events: self.tracker.events_seen,
+                events_lost: self.tracker.events_lost,
+                scans: self.tracker.scans,
+            },
+            hint_socket: self.hints.path().display().to_string(),
+            hints: self.hints.counts,
+            recovered,
+            stopped_by_signal: self.stopped_by,
+            overhead: Overhead {
+                daemon_cpu_s: cpu,
+                fraction_of_one_core: if wall_s > 0.0 { cpu / wall_s } else { 0.0 },
+                intervals: self.intervals,
+                threads_peak: self.threads_peak,
+                steady_cpu_s,
+                steady_wall_s,
+                steady_fraction_of_one_core: if steady_wall_s > 0.0 {
+                    steady_cpu_s / steady_wall_s
+                } else {
+                    0.0
+                },
+            },
+        }
+    }
 }
