@@ -404,7 +404,10 @@ impl Workload {
     }
 }
 
-fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String)> {
+/// A field path and what is wrong with it.
+type FieldError = (String, String);
+
+fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, FieldError> {
     if file.name.trim().is_empty() {
         return Err(("name".into(), "must not be empty".into()));
     }
@@ -414,211 +417,11 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String
     let mut apps = Vec::new();
     let mut total: u64 = 0;
     for (ai, a) in file.apps.into_iter().enumerate() {
-        let at = |f: &str| format!("apps[{ai}].{f}");
-        let copies = count_of(&a.copies, cores, 1).map_err(|m| (at("copies"), m))?;
-        if copies < 1 {
-            return Err((at("copies"), format!("must be at least 1, got {copies}")));
-        }
-        if !(a.arrival_s.is_finite() && a.arrival_s >= 0.0) {
-            return Err((
-                at("arrival_s"),
-                format!("must be a time >= 0, got {}", a.arrival_s),
-            ));
-        }
-        let runs = match a.runs {
-            Some(r) if r < 1 => return Err((at("runs"), format!("must be at least 1, got {r}"))),
-            Some(_) if !a.restart => {
-                return Err((at("runs"), "only makes sense with restart = true".into()))
-            }
-            r => r.map(|r| r as u32),
-        };
-        let mut dfs = Vec::new();
-        for (di, d) in a.data_fragments.iter().enumerate() {
-            let b = size_of(d).map_err(|m| (at(&format!("data_fragments[{di}]")), m))?;
-            if b == 0 {
-                return Err((
-                    at(&format!("data_fragments[{di}]")),
-                    "must be more than 0 bytes".into(),
-                ));
-            }
-            dfs.push(b);
-        }
-        if a.threads.is_empty() {
-            return Err((at("threads"), "at least one thread group is needed".into()));
-        }
-        let mut threads = Vec::new();
-        for (ti, t) in a.threads.into_iter().enumerate() {
-            let tat = |f: &str| format!("apps[{ai}].threads[{ti}].{f}");
-            let count = count_of(&t.count, cores, 1).map_err(|m| (tat("count"), m))?;
-            if count < 0 {
-                return Err((tat("count"), format!("must not be negative, got {count}")));
-            }
-            let repeat = t.repeat.unwrap_or(1);
-            if repeat < 1 {
-                return Err((tat("repeat"), format!("must be at least 1, got {repeat}")));
-            }
-            if t.phases.is_empty() {
-                return Err((tat("phases"), "at least one phase is needed".into()));
-            }
-            if t.phases.iter().all(|p| p.once) && repeat > 1 {
-                return Err((
-                    tat("phases"),
-                    "with repeat > 1, at least one phase must not be `once`".into(),
-                ));
-            }
-            let mut phases = Vec::new();
-            for (pi, p) in t.phases.into_iter().enumerate() {
-                let pat = |f: &str| format!("apps[{ai}].threads[{ti}].phases[{pi}].{f}");
-                if !(p.instructions.is_finite() && p.instructions > 0.0) {
-                    return Err((
-                        pat("instructions"),
-                        format!("must be positive, got {}", p.instructions),
-                    ));
-                }
-                if !(p.cpi.is_finite() && p.cpi > 0.0) {
-                    return Err((pat("cpi"), format!("must be positive, got {}", p.cpi)));
-                }
-                if !(0.0..=1.0).contains(&p.fp) {
-                    return Err((
-                        pat("fp"),
-                        format!("must be a fraction in [0, 1], got {}", p.fp),
-                    ));
-                }
-                let miss = match (p.mpki, p.mpki_table) {
-                    (Some(_), Some(_)) => {
-                        return Err((pat("mpki"), "give mpki or mpki_table, not both".into()))
-                    }
-                    (Some(m), None) => {
-                        let ws = size_of(&m.ws).map_err(|e| (pat("mpki.ws"), e))?;
-                        if !(m.max.is_finite()
-                            && m.min.is_finite()
-                            && m.min >= 0.0
-                            && m.max >= m.min)
-                        {
-                            return Err((
-                                pat("mpki"),
-                                format!("need 0 <= min <= max, got min {} max {}", m.min, m.max),
-                            ));
-                        }
-                        MissCurve::Knee {
-                            mpki_max: m.max,
-                            mpki_min: m.min,
-                            ws_bytes: ws.max(CURVE_MIN_BYTES),
-                        }
-                    }
-                    (None, Some(t)) => {
-                        if t.is_empty() || t.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
-                            return Err((pat("mpki_table"), "needs non-negative values".into()));
-                        }
-                        MissCurve::Table { mpki: t }
-                    }
-                    (None, None) => MissCurve::none(),
-                };
-                let data_fragment = match p.df {
-                    Some(d) if d < 0 || d as usize >= dfs.len() => {
-                        return Err((
-                            pat("df"),
-                            format!("no data fragment {d} (the app has {})", dfs.len()),
-                        ))
-                    }
-                    Some(d) => Some(d as usize),
-                    None => None,
-                };
-                if p.df_writes && data_fragment.is_none() {
-                    return Err((pat("df_writes"), "needs a df".into()));
-                }
-                let alloc_bytes = match &p.alloc {
-                    Some(s) => size_of(s).map_err(|e| (pat("alloc"), e))?,
-                    None => 0,
-                };
-                let free_bytes = match &p.free {
-                    Some(s) => size_of(s).map_err(|e| (pat("free"), e))?,
-                    None => 0,
-                };
-                let end = match (p.barrier, p.sleep_ms) {
-                    (true, Some(_)) => {
-                        return Err((
-                            pat("barrier"),
-                            "a phase ends in a barrier or a sleep, not both".into(),
-                        ))
-                    }
-                    (true, None) => PhaseEnd::Barrier,
-                    (false, Some(ms)) if ms.is_finite() && ms > 0.0 => PhaseEnd::Sleep {
-                        ns: (ms * 1e6) as u64,
-                    },
-                    (false, Some(ms)) => {
-                        return Err((pat("sleep_ms"), format!("must be positive, got {ms}")))
-                    }
-                    (false, None) => PhaseEnd::Next,
-                };
-                let mlp = p.mlp.unwrap_or(1.0);
-                if !(mlp.is_finite() && mlp >= 1.0) {
-                    return Err((pat("mlp"), format!("must be at least 1, got {mlp}")));
-                }
-                phases.push(Phase {
-                    instructions: p.instructions,
-                    cpi: p.cpi,
-                    miss,
-                    fp_fraction: p.fp,
-                    mlp,
-                    data_fragment,
-                    df_writes: p.df_writes,
-                    alloc_bytes,
-                    free_bytes,
-                    once: p.once,
-                    end,
-                });
-            }
-            let signature = match t.signature {
-                Some(sig) => {
-                    sig.validate()
-                        .map_err(|(f, m)| (tat(&format!("signature.{f}")), m))?;
-                    sig
-                }
-                None => profile_signature(&a.name, &phases, repeat as u32),
-            };
-            threads.push(ThreadSpec {
-                count: count as u32,
-                phases,
-                repeat: repeat as u32,
-                signature: Arc::new(signature),
-            });
-        }
-        let cpus = match &a.cpus {
-            None => None,
-            Some(list) => {
-                let set = CpuSet::parse_list(list).map_err(|e| (at("cpus"), e))?;
-                if set.is_empty() {
-                    return Err((at("cpus"), "must name at least one CPU".into()));
-                }
-                if let Some(last) = set.iter().last() {
-                    if last.index() >= cores {
-                        return Err((
-                            at("cpus"),
-                            format!("CPU {} is not on this machine ({cores} cores)", last.0),
-                        ));
-                    }
-                }
-                Some(set)
-            }
-        };
-        let app = AppSpec {
-            cpus,
-            name: a.name,
-            copies: copies as u32,
-            arrival_ns: (a.arrival_s * 1e9) as u64,
-            restart: a.restart,
-            runs,
-            threads,
-            data_fragments: dfs,
-        };
-        if app.num_threads() == 0 {
-            return Err((at("threads"), "the app has no threads".into()));
-        }
+        let app = resolve_app(ai, a, cores)?;
         total += app.copies as u64 * app.num_threads() as u64;
         if total > MAX_THREADS {
             return Err((
-                at("copies"),
+                format!("apps[{ai}].copies"),
                 format!("more than {MAX_THREADS} threads at once"),
             ));
         }
@@ -629,6 +432,249 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, (String, String
         description: file.description,
         apps,
     })
+}
+
+/// App `ai` of the file, checked, with counts evaluated for a machine of `cores` cores.
+fn resolve_app(ai: usize, a: FileApp, cores: usize) -> Result<AppSpec, FieldError> {
+    let at = |f: &str| format!("apps[{ai}].{f}");
+    let copies = count_of(&a.copies, cores, 1).map_err(|m| (at("copies"), m))?;
+    if copies < 1 {
+        return Err((at("copies"), format!("must be at least 1, got {copies}")));
+    }
+    if !(a.arrival_s.is_finite() && a.arrival_s >= 0.0) {
+        return Err((
+            at("arrival_s"),
+            format!("must be a time >= 0, got {}", a.arrival_s),
+        ));
+    }
+    let runs = match a.runs {
+        Some(r) if r < 1 => return Err((at("runs"), format!("must be at least 1, got {r}"))),
+        Some(_) if !a.restart => {
+            return Err((at("runs"), "only makes sense with restart = true".into()))
+        }
+        r => r.map(|r| r as u32),
+    };
+    let mut dfs = Vec::new();
+    for (di, d) in a.data_fragments.iter().enumerate() {
+        let b = size_of(d).map_err(|m| (at(&format!("data_fragments[{di}]")), m))?;
+        if b == 0 {
+            return Err((
+                at(&format!("data_fragments[{di}]")),
+                "must be more than 0 bytes".into(),
+            ));
+        }
+        dfs.push(b);
+    }
+    if a.threads.is_empty() {
+        return Err((at("threads"), "at least one thread group is needed".into()));
+    }
+    let mut threads = Vec::new();
+    for (ti, t) in a.threads.into_iter().enumerate() {
+        threads.push(resolve_threads(ai, ti, t, &a.name, dfs.len(), cores)?);
+    }
+    let cpus = match &a.cpus {
+        None => None,
+        Some(list) => Some(app_cpus(list, cores).map_err(|m| (at("cpus"), m))?),
+    };
+    let app = AppSpec {
+        cpus,
+        name: a.name,
+        copies: copies as u32,
+        arrival_ns: (a.arrival_s * 1e9) as u64,
+        restart: a.restart,
+        runs,
+        threads,
+        data_fragments: dfs,
+    };
+    if app.num_threads() == 0 {
+        return Err((at("threads"), "the app has no threads".into()));
+    }
+    Ok(app)
+}
+
+/// Thread group `ti` of app `ai` (named `app`, with `dfs` data fragments), checked; its signature
+/// given or profiled from its phases.
+fn resolve_threads(
+    ai: usize,
+    ti: usize,
+    t: FileThreads,
+    app: &str,
+    dfs: usize,
+    cores: usize,
+) -> Result<ThreadSpec, FieldError> {
+    let tat = |f: &str| format!("apps[{ai}].threads[{ti}].{f}");
+    let count = count_of(&t.count, cores, 1).map_err(|m| (tat("count"), m))?;
+    if count < 0 {
+        return Err((tat("count"), format!("must not be negative, got {count}")));
+    }
+    let repeat = t.repeat.unwrap_or(1);
+    if repeat < 1 {
+        return Err((tat("repeat"), format!("must be at least 1, got {repeat}")));
+    }
+    if t.phases.is_empty() {
+        return Err((tat("phases"), "at least one phase is needed".into()));
+    }
+    if t.phases.iter().all(|p| p.once) && repeat > 1 {
+        return Err((
+            tat("phases"),
+            "with repeat > 1, at least one phase must not be `once`".into(),
+        ));
+    }
+    let mut phases = Vec::new();
+    for (pi, p) in t.phases.into_iter().enumerate() {
+        let pat = |f: &str| format!("apps[{ai}].threads[{ti}].phases[{pi}].{f}");
+        phases.push(resolve_phase(p, dfs, &pat)?);
+    }
+    let signature = match t.signature {
+        Some(sig) => {
+            sig.validate()
+                .map_err(|(f, m)| (tat(&format!("signature.{f}")), m))?;
+            sig
+        }
+        None => profile_signature(app, &phases, repeat as u32),
+    };
+    Ok(ThreadSpec {
+        count: count as u32,
+        phases,
+        repeat: repeat as u32,
+        signature: Arc::new(signature),
+    })
+}
+
+/// One phase, checked; `pat` names a field of it, `dfs` is its app's number of data fragments.
+fn resolve_phase(
+    p: FilePhase,
+    dfs: usize,
+    pat: &dyn Fn(&str) -> String,
+) -> Result<Phase, FieldError> {
+    if !(p.instructions.is_finite() && p.instructions > 0.0) {
+        return Err((
+            pat("instructions"),
+            format!("must be positive, got {}", p.instructions),
+        ));
+    }
+    if !(p.cpi.is_finite() && p.cpi > 0.0) {
+        return Err((pat("cpi"), format!("must be positive, got {}", p.cpi)));
+    }
+    if !(0.0..=1.0).contains(&p.fp) {
+        return Err((
+            pat("fp"),
+            format!("must be a fraction in [0, 1], got {}", p.fp),
+        ));
+    }
+    let miss = miss_curve(p.mpki, p.mpki_table, pat)?;
+    let data_fragment = match p.df {
+        Some(d) if d < 0 || d as usize >= dfs => {
+            return Err((
+                pat("df"),
+                format!("no data fragment {d} (the app has {dfs})"),
+            ))
+        }
+        Some(d) => Some(d as usize),
+        None => None,
+    };
+    if p.df_writes && data_fragment.is_none() {
+        return Err((pat("df_writes"), "needs a df".into()));
+    }
+    let alloc_bytes = match &p.alloc {
+        Some(s) => size_of(s).map_err(|e| (pat("alloc"), e))?,
+        None => 0,
+    };
+    let free_bytes = match &p.free {
+        Some(s) => size_of(s).map_err(|e| (pat("free"), e))?,
+        None => 0,
+    };
+    let end = phase_end(p.barrier, p.sleep_ms, pat)?;
+    let mlp = p.mlp.unwrap_or(1.0);
+    if !(mlp.is_finite() && mlp >= 1.0) {
+        return Err((pat("mlp"), format!("must be at least 1, got {mlp}")));
+    }
+    Ok(Phase {
+        instructions: p.instructions,
+        cpi: p.cpi,
+        miss,
+        fp_fraction: p.fp,
+        mlp,
+        data_fragment,
+        df_writes: p.df_writes,
+        alloc_bytes,
+        free_bytes,
+        once: p.once,
+        end,
+    })
+}
+
+/// A phase's miss curve: a knee (`mpki`), a table (`mpki_table`), or none.
+fn miss_curve(
+    knee: Option<FileMiss>,
+    table: Option<Vec<f64>>,
+    pat: &dyn Fn(&str) -> String,
+) -> Result<MissCurve, FieldError> {
+    Ok(match (knee, table) {
+        (Some(_), Some(_)) => {
+            return Err((pat("mpki"), "give mpki or mpki_table, not both".into()))
+        }
+        (Some(m), None) => {
+            let ws = size_of(&m.ws).map_err(|e| (pat("mpki.ws"), e))?;
+            if !(m.max.is_finite() && m.min.is_finite() && m.min >= 0.0 && m.max >= m.min) {
+                return Err((
+                    pat("mpki"),
+                    format!("need 0 <= min <= max, got min {} max {}", m.min, m.max),
+                ));
+            }
+            MissCurve::Knee {
+                mpki_max: m.max,
+                mpki_min: m.min,
+                ws_bytes: ws.max(CURVE_MIN_BYTES),
+            }
+        }
+        (None, Some(t)) => {
+            if t.is_empty() || t.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+                return Err((pat("mpki_table"), "needs non-negative values".into()));
+            }
+            MissCurve::Table { mpki: t }
+        }
+        (None, None) => MissCurve::none(),
+    })
+}
+
+/// How a phase ends: a barrier, a sleep, or the next phase.
+fn phase_end(
+    barrier: bool,
+    sleep_ms: Option<f64>,
+    pat: &dyn Fn(&str) -> String,
+) -> Result<PhaseEnd, FieldError> {
+    Ok(match (barrier, sleep_ms) {
+        (true, Some(_)) => {
+            return Err((
+                pat("barrier"),
+                "a phase ends in a barrier or a sleep, not both".into(),
+            ))
+        }
+        (true, None) => PhaseEnd::Barrier,
+        (false, Some(ms)) if ms.is_finite() && ms > 0.0 => PhaseEnd::Sleep {
+            ns: (ms * 1e6) as u64,
+        },
+        (false, Some(ms)) => return Err((pat("sleep_ms"), format!("must be positive, got {ms}"))),
+        (false, None) => PhaseEnd::Next,
+    })
+}
+
+/// An app's CPU list, on a machine of `cores` cores.
+fn app_cpus(list: &str, cores: usize) -> Result<CpuSet, String> {
+    let set = CpuSet::parse_list(list)?;
+    if set.is_empty() {
+        return Err("must name at least one CPU".into());
+    }
+    if let Some(last) = set.iter().last() {
+        if last.index() >= cores {
+            return Err(format!(
+                "CPU {} is not on this machine ({cores} cores)",
+                last.0
+            ));
+        }
+    }
+    Ok(set)
 }
 
 #[cfg(test)]
