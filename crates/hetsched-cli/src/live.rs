@@ -386,7 +386,7 @@ pub fn run_emulate(args: &EmulateArgs) -> anyhow::Result<u8> {
             "period_us": args.period_us,
             "machine_file": path.display().to_string(),
             "wall_s": start.elapsed().as_secs_f64(),
-            "exit_code": exit.map(|e| e.shell_code()),
+            "exit_code": exit.map(Exit::shell_code),
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     }

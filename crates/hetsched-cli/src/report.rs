@@ -317,7 +317,7 @@ pub fn heat_map_svg(m: &hetsched_experiments::reproduce::matrix::Matrix) -> Stri
     let columns: Vec<&str> = m
         .policies
         .iter()
-        .map(|p| p.as_str())
+        .map(String::as_str)
         .chain([STATIC_BEST])
         .collect();
     let w = left + cw * columns.len() as f64 + 10.0;

@@ -81,13 +81,13 @@ fn fmt_value(v: Option<f64>) -> String {
 
 /// A matrix as a grid: scenarios down, policies across, mean speedup in each cell.
 fn matrix_grid(m: &hetsched_experiments::reproduce::matrix::Matrix) -> String {
-    let w = m.scenarios.iter().map(|s| s.len()).max().unwrap_or(10);
-    let cw = m.policies.iter().map(|p| p.len()).max().unwrap_or(6).max(6);
+    let w = m.scenarios.iter().map(String::len).max().unwrap_or(10);
+    let cw = m.policies.iter().map(String::len).max().unwrap_or(6).max(6);
     let mut out = format!("  {:<w$}", "scenario \\ policy");
     for p in &m.policies {
         let _ = write!(out, " {p:>cw$}");
     }
-    let _ = write!(out, " {:>cw$}", STATIC_BEST);
+    let _ = write!(out, " {STATIC_BEST:>cw$}");
     out.push('\n');
     for ((sc, row), best) in m.scenarios.iter().zip(&m.cells).zip(&m.static_best) {
         let _ = write!(out, "  {sc:<w$}");

@@ -328,12 +328,12 @@ fn print_table(s: &Signature) {
     }
     println!();
     for (a, row) in s.assoc.iter().zip(&s.misses) {
-        print!("{:>6}", a);
+        print!("{a:>6}");
         for v in row {
             if *v >= 100.0 {
-                print!("{:>8.0}", v);
+                print!("{v:>8.0}");
             } else {
-                print!("{:>8.2}", v);
+                print!("{v:>8.2}");
             }
         }
         println!();

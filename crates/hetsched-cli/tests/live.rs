@@ -42,7 +42,7 @@ impl Scratch {
     fn doom(&self, tid: u32) {
         self.doomed
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(tid);
     }
     /// Start `cmd` with stdout and stderr in files (a pipe would stay open in the program's
@@ -108,7 +108,12 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        for &t in self.doomed.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for &t in self
+            .doomed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+        {
             kill(t, libc::SIGKILL);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -267,7 +272,9 @@ fn lone_worker_pinned_to_fast_and_restored(
 #[test]
 fn threads_are_pinned_as_the_policy_says_and_restored_when_hetsched_exits() {
     root_only!();
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let s = Scratch::new("pin");
     // AMPS puts the only busy thread on the fast core; the program (sh) exits after 1.5 s.
     let (worker, report) = lone_worker_pinned_to_fast_and_restored(&s, "amps", 1200, 1.5);
@@ -299,7 +306,9 @@ fn threads_are_pinned_as_the_policy_says_and_restored_when_hetsched_exits() {
 #[test]
 fn the_hetsched_policy_runs_live_and_pins_a_lone_busy_thread_to_the_fast_cpu() {
     root_only!();
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let s = Scratch::new("combined");
     let (worker, report) = lone_worker_pinned_to_fast_and_restored(&s, "hetsched", 3000, 5.0);
     assert!(report["policy_disabled"].is_null(), "{report}");
@@ -309,7 +318,9 @@ fn the_hetsched_policy_runs_live_and_pins_a_lone_busy_thread_to_the_fast_cpu() {
 #[test]
 fn sigterm_restores_at_once_and_is_passed_to_the_program() {
     root_only!();
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let s = Scratch::new("term");
     let tid_file = s.path("tids");
     // The program ignores SIGTERM, so hetsched outlives the signal and the test can look.
@@ -341,7 +352,9 @@ fn sigterm_restores_at_once_and_is_passed_to_the_program() {
 #[test]
 fn threads_exiting_mid_decision_cause_no_error() {
     root_only!();
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let s = Scratch::new("churn");
     // With the process events connector, and by polling /proc alone.
     for mode in ["connector", "polling"] {
@@ -399,7 +412,9 @@ fn threads_exiting_mid_decision_cause_no_error() {
 #[test]
 fn hints_from_foreign_senders_are_rejected_and_malformed_ones_counted() {
     root_only!();
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let s = Scratch::new("hints");
     std::fs::create_dir_all(s.state()).unwrap();
     // The state directory must let an unprivileged sender reach the socket.
@@ -464,7 +479,9 @@ fn hints_from_foreign_senders_are_rejected_and_malformed_ones_counted() {
 #[test]
 fn emulation_slows_the_chosen_core_about_twofold_and_cleans_up() {
     root_only!();
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let s = Scratch::new("emulate");
     let cpus = online_cpus();
     let slow = *cpus.last().unwrap();
@@ -555,7 +572,9 @@ fn emulation_slows_the_chosen_core_about_twofold_and_cleans_up() {
 #[test]
 fn a_dry_run_changes_nothing() {
     root_only!();
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let s = Scratch::new("dry");
     let tid_file = s.path("tids");
     let child = s.spawn(
@@ -600,7 +619,9 @@ fn a_dry_run_changes_nothing() {
 #[test]
 fn a_crashed_run_is_restored_at_the_next_start() {
     root_only!();
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let s = Scratch::new("crash");
     let tid_file = s.path("tids");
     let mut child = s
@@ -668,7 +689,9 @@ fn a_crashed_run_is_restored_at_the_next_start() {
 #[test]
 fn every_policy_runs_live_with_the_counters_this_machine_has() {
     root_only!();
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let s = Scratch::new("policies");
     let list = Command::new(HETSCHED)
         .args(["simulate", "--help"])
@@ -717,7 +740,9 @@ fn every_policy_runs_live_with_the_counters_this_machine_has() {
 #[test]
 fn the_exit_status_passes_through_and_a_bad_command_is_exit_2() {
     root_only!();
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let s = Scratch::new("status");
     let st = s
         .hetsched()
@@ -745,7 +770,9 @@ fn the_exit_status_passes_through_and_a_bad_command_is_exit_2() {
 #[test]
 fn the_daemon_manages_matching_processes_serves_stats_and_metrics_and_restores_on_sigterm() {
     root_only!();
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let s = Scratch::new("daemon");
     let stats = s.path("stats.sock");
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -66,7 +66,7 @@ fn bench(c: &mut Criterion) {
             out.clear();
             amps.rebalance(&view, &mut out);
             out.len()
-        })
+        });
     });
     // The steady state: nothing to move.
     let mut balanced = Amps::new(AmpsConfig::default());
@@ -90,7 +90,7 @@ fn bench(c: &mut Criterion) {
             out.clear();
             balanced.rebalance(&idle_view, &mut out);
             out.len()
-        })
+        });
     });
 }
 
@@ -130,7 +130,7 @@ fn bench_hetsched(c: &mut Criterion) {
         step(&mut p, &mut out);
     }
     c.bench_function("hetsched/rebalance/16k-threads-two-parts/1024-cores", |b| {
-        b.iter(|| step(&mut p, &mut out))
+        b.iter(|| step(&mut p, &mut out));
     });
 }
 
@@ -184,7 +184,7 @@ fn bench_hass(c: &mut Criterion) {
                 out.len()
             },
             BatchSize::LargeInput,
-        )
+        );
     });
 }
 

@@ -225,11 +225,11 @@ mod tests {
     #[test]
     fn state_cpu_and_counters_share_the_first_cache_line() {
         let t = ThreadObs::new(ThreadId(0), AppId(0), CpuSet::all(4), 1);
-        let base = &t as *const ThreadObs as usize;
-        let end_of_counters = &t.counters as *const Counters as usize + size_of::<Counters>();
+        let base = &raw const t as usize;
+        let end_of_counters = &raw const t.counters as usize + size_of::<Counters>();
         assert_eq!(base % 64, 0);
         assert!(end_of_counters - base <= 64, "{}", end_of_counters - base);
-        assert!((&t.state as *const ThreadState as usize) - base < 64);
-        assert!((&t.cpu as *const Option<CoreId> as usize) - base < 64);
+        assert!((&raw const t.state as usize) - base < 64);
+        assert!((&raw const t.cpu as usize) - base < 64);
     }
 }

@@ -65,7 +65,7 @@ pub fn partitions_and_quotas(topo: &Topology, threads: u32) -> (Partitions, Vec<
         .collect();
     // What rounding left over goes to the fastest partitions first.
     let mut left = threads - quotas.iter().sum::<u32>();
-    for q in quotas.iter_mut() {
+    for q in &mut quotas {
         if left == 0 {
             break;
         }

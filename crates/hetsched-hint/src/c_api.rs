@@ -38,7 +38,7 @@ pub extern "C" fn hetsched_df_enter(df: u64) -> i32 {
 /// The calling thread stops working on data fragment `df`.
 #[no_mangle]
 pub extern "C" fn hetsched_df_leave(df: u64) -> i32 {
-    let current = CURRENT.with(|c| c.get());
+    let current = CURRENT.with(Cell::get);
     if current != Some(df) {
         return -libc::EINVAL;
     }

@@ -49,7 +49,7 @@ fn bench(c: &mut Criterion) {
     let maps = numa_maps(2000);
     g.throughput(Throughput::Bytes(maps.len() as u64));
     g.bench_function("parse_numa_maps_2000_mappings", |b| {
-        b.iter(|| parse_numa_maps(black_box(&maps), 2))
+        b.iter(|| parse_numa_maps(black_box(&maps), 2));
     });
     let ev = events(56);
     g.throughput(Throughput::Elements(56));
@@ -59,7 +59,7 @@ fn bench(c: &mut Criterion) {
             out.clear();
             parse_events(black_box(&ev), &mut out);
             out.len()
-        })
+        });
     });
     g.finish();
 }

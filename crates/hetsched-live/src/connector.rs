@@ -109,7 +109,7 @@ impl Connector {
                     raw,
                     libc::SOL_SOCKET,
                     opt,
-                    (&bytes as *const libc::c_int).cast(),
+                    (&raw const bytes).cast(),
                     size_of::<libc::c_int>() as u32,
                 )
             };
@@ -126,7 +126,7 @@ impl Connector {
         if unsafe {
             libc::bind(
                 raw,
-                &addr as *const libc::sockaddr_nl as *const libc::sockaddr,
+                (&raw const addr).cast::<libc::sockaddr>(),
                 size_of::<libc::sockaddr_nl>() as u32,
             )
         } < 0

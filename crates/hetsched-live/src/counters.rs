@@ -142,7 +142,7 @@ fn open_event(
     let fd = unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,
-            &attr as *const PerfEventAttr,
+            &raw const attr,
             tid as libc::pid_t,
             -1 as libc::c_int,
             group_fd as libc::c_int,
@@ -299,7 +299,7 @@ impl CounterPlan {
         for g in &self.groups {
             let mut fds: Vec<OwnedFd> = Vec::with_capacity(g.len());
             for spec in g {
-                let leader = fds.first().map_or(-1, |f| f.as_raw_fd());
+                let leader = fds.first().map_or(-1, AsRawFd::as_raw_fd);
                 match open_event(*spec, tid as i32, leader, self.exclude_kernel) {
                     Ok(fd) => fds.push(fd),
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {

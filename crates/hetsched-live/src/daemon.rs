@@ -307,7 +307,7 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
     events.set(Source::Signals, Some(signals.as_raw_fd()));
     events.set(Source::Hints, Some(daemon.hints.raw_fd()));
     events.set(Source::Stats, Some(stats_listener.as_raw_fd()));
-    events.set(Source::Metrics, metrics.as_ref().map(|m| m.as_raw_fd()));
+    events.set(Source::Metrics, metrics.as_ref().map(AsRawFd::as_raw_fd));
     loop {
         events.set(Source::ProcessEvents, daemon.tracker.event_fd());
         let ready = events.wait();
@@ -341,7 +341,7 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
         }
     }
     let final_stats = daemon.stats();
-    for r in daemon.engines.iter_mut() {
+    for r in &mut daemon.engines {
         r.engine.finish();
     }
     let _ = std::fs::remove_file(&stats_path);

@@ -99,7 +99,7 @@ impl HintServer {
                 sock.as_raw_fd(),
                 libc::SOL_SOCKET,
                 libc::SO_PASSCRED,
-                (&one as *const libc::c_int).cast(),
+                (&raw const one).cast(),
                 size_of::<libc::c_int>() as u32,
             )
         } < 0
@@ -132,12 +132,12 @@ impl HintServer {
         let mut cbuf = [0u64; 8];
         // SAFETY: msghdr is plain data; zero is a valid start.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
+        msg.msg_iov = &raw mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = cbuf.as_mut_ptr().cast();
         msg.msg_controllen = size_of_val(&cbuf);
         // SAFETY: msg points at valid buffers for their stated lengths.
-        let n = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+        let n = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &raw mut msg, libc::MSG_DONTWAIT) };
         if n < 0 {
             return None;
         }
@@ -145,7 +145,7 @@ impl HintServer {
         let mut cred = None;
         // SAFETY: the CMSG macros walk the control buffer the kernel filled, within its length.
         unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            let mut c = libc::CMSG_FIRSTHDR(&raw const msg);
             while !c.is_null() {
                 if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_CREDENTIALS {
                     let u: libc::ucred = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
@@ -154,7 +154,7 @@ impl HintServer {
                         uid: u.uid,
                     });
                 }
-                c = libc::CMSG_NXTHDR(&msg, c);
+                c = libc::CMSG_NXTHDR(&raw const msg, c);
             }
         }
         Some((n as usize, truncated, cred))

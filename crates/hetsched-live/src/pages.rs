@@ -195,7 +195,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
         let buf = vec![1u8; 1 << 20];
         let mut m = PageMover::new();
         m.submit(std::process::id(), 0, 1 << 30);
-        let node_count = std::fs::read_dir("/sys/devices/system/node")
+        let node_count = fs::read_dir("/sys/devices/system/node")
             .map(|d| {
                 d.flatten()
                     .filter(|e| e.file_name().to_string_lossy().starts_with("node"))

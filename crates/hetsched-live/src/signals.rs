@@ -34,9 +34,9 @@ fn handled_set() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset initialise and fill a local set.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
+        libc::sigemptyset(&raw mut set);
         for s in HANDLED {
-            libc::sigaddset(&mut set, s);
+            libc::sigaddset(&raw mut set, s);
         }
         set
     }
@@ -47,11 +47,14 @@ impl Signals {
     pub fn take() -> io::Result<Signals> {
         let set = handled_set();
         // SAFETY: set is initialised; a null old-set pointer is allowed.
-        if unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) } != 0 {
+        if unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut()) }
+            != 0
+        {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: set is initialised; -1 asks for a new descriptor.
-        let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
+        let fd =
+            unsafe { libc::signalfd(-1, &raw const set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -69,13 +72,7 @@ impl Signals {
             let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
             let want = size_of::<libc::signalfd_siginfo>();
             // SAFETY: info is valid for `want` bytes.
-            let n = unsafe {
-                libc::read(
-                    self.fd.as_raw_fd(),
-                    (&mut info as *mut libc::signalfd_siginfo).cast(),
-                    want,
-                )
-            };
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), (&raw mut info).cast(), want) };
             if n as usize != want {
                 return out;
             }
@@ -98,8 +95,8 @@ pub fn unblock_in_child() -> io::Result<()> {
     // SAFETY: async-signal-safe calls on a local set.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        if libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) != 0 {
+        libc::sigemptyset(&raw mut set);
+        if libc::sigprocmask(libc::SIG_SETMASK, &raw const set, std::ptr::null_mut()) != 0 {
             return Err(io::Error::last_os_error());
         }
     }
@@ -160,7 +157,7 @@ pub fn reap(main_child: u32) -> Option<Exit> {
     loop {
         let mut status = 0;
         // SAFETY: status is a valid int.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        let pid = unsafe { libc::waitpid(-1, &raw mut status, libc::WNOHANG) };
         if pid <= 0 {
             return found;
         }

@@ -34,7 +34,7 @@ impl OsMask {
         // SAFETY: cpu_set_t is plain bits with no padding; viewing it as bytes is sound.
         unsafe {
             std::slice::from_raw_parts(
-                (&self.0 as *const libc::cpu_set_t).cast::<u8>(),
+                (&raw const self.0).cast::<u8>(),
                 size_of::<libc::cpu_set_t>(),
             )
         }
@@ -117,7 +117,11 @@ pub fn get_affinity(tid: u32) -> Result<OsMask, SysError> {
     let mut m = OsMask::empty();
     // SAFETY: the pointer and size describe a valid cpu_set_t.
     let r = unsafe {
-        libc::sched_getaffinity(tid as libc::pid_t, size_of::<libc::cpu_set_t>(), &mut m.0)
+        libc::sched_getaffinity(
+            tid as libc::pid_t,
+            size_of::<libc::cpu_set_t>(),
+            &raw mut m.0,
+        )
     };
     if r == 0 {
         Ok(m)
@@ -130,7 +134,11 @@ pub fn get_affinity(tid: u32) -> Result<OsMask, SysError> {
 pub fn set_affinity(tid: u32, mask: &OsMask) -> Result<(), SysError> {
     // SAFETY: the pointer and size describe a valid cpu_set_t.
     let r = unsafe {
-        libc::sched_setaffinity(tid as libc::pid_t, size_of::<libc::cpu_set_t>(), &mask.0)
+        libc::sched_setaffinity(
+            tid as libc::pid_t,
+            size_of::<libc::cpu_set_t>(),
+            &raw const mask.0,
+        )
     };
     if r == 0 {
         Ok(())
@@ -183,7 +191,7 @@ pub fn set_fifo(priority: i32) -> io::Result<()> {
         sched_priority: priority,
     };
     // SAFETY: param is a valid sched_param; 0 is the calling thread.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0 {
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &raw const param) } == 0 {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
@@ -198,9 +206,9 @@ pub fn raise_fd_limit() -> u64 {
     };
     // SAFETY: lim is a valid rlimit.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
             lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &raw const lim);
         }
     }
     lim.rlim_cur
@@ -210,7 +218,7 @@ pub fn raise_fd_limit() -> u64 {
 pub fn process_cpu_s() -> f64 {
     // SAFETY: ru is a valid rusage.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &raw mut ru) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }

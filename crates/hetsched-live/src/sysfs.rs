@@ -208,9 +208,9 @@ impl Reader {
         match (hybrid_core, hybrid_atom) {
             (Some(p), Some(e)) if !p.is_empty() && !e.is_empty() => {
                 class_names = vec!["p-core".into(), "e-core".into()];
-                for i in 0..n {
+                for (i, class) in class_of.iter_mut().enumerate() {
                     let id = CoreId(i as u32);
-                    class_of[i] = if e.contains(id) { 1 } else { 0 };
+                    *class = usize::from(e.contains(id));
                     if !p.contains(id) && !e.contains(id) {
                         self.warnings.push(format!(
                             "CPU {} is in neither cpu_core nor cpu_atom; counted as p-core",
@@ -280,9 +280,7 @@ impl Reader {
                 .unwrap_or_else(|| "this machine (sysfs)".into()),
             description: format!(
                 "discovered from sysfs: {n} CPUs, {num_classes} class(es), capacity from {}",
-                capacity_source
-                    .as_deref()
-                    .unwrap_or("nothing (all CPUs alike)")
+                capacity_source.unwrap_or("nothing (all CPUs alike)")
             ),
             os_cpus: Some(self.os_cpus.clone()),
             ..Default::default()

@@ -146,7 +146,7 @@ impl Tracker {
         let connector = if use_connector {
             Connector::subscribe()
                 .map_err(|e| {
-                    tracing::info!("process events connector unavailable ({e}); polling /proc")
+                    tracing::info!("process events connector unavailable ({e}); polling /proc");
                 })
                 .ok()
         } else {
@@ -177,8 +177,7 @@ impl Tracker {
 
     /// The connector's descriptor, to wait on; `None` when polling only.
     pub fn event_fd(&self) -> Option<std::os::fd::RawFd> {
-        use std::os::fd::AsRawFd;
-        self.connector.as_ref().map(|c| c.as_raw_fd())
+        self.connector.as_ref().map(std::os::fd::AsRawFd::as_raw_fd)
     }
 
     pub fn uses_connector(&self) -> bool {
@@ -393,7 +392,7 @@ impl Tracker {
         // Threads.
         let mut now: HashMap<u32, Found> = HashMap::with_capacity(self.threads.len());
         let mut unchanged: HashSet<u32> = HashSet::new();
-        for (&pid, e) in self.procs.iter_mut() {
+        for (&pid, e) in &mut self.procs {
             let count = counts.get(&pid).copied();
             if !full && count.is_some() && count == Some(e.listed_threads) {
                 unchanged.insert(pid);

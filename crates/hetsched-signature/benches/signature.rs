@@ -69,7 +69,7 @@ fn benches(c: &mut Criterion) {
             let mut n = 0u64;
             read_trace(&lackey[..], Format::Lackey, &mut |r| n += r.addr & 1).unwrap();
             black_box(n)
-        })
+        });
     });
     g.throughput(Throughput::Elements(REFS));
     g.bench_function("hsb reader", |b| {
@@ -77,14 +77,14 @@ fn benches(c: &mut Criterion) {
             let mut sum = Checksum(0);
             read_trace_into(&hsb[..], Format::Hsb, &mut sum).unwrap();
             black_box(sum.0)
-        })
+        });
     });
     g.bench_function("hsb exact", |b| b.iter(|| profile(&hsb, Sampling::Exact)));
     g.bench_function("hsb shards 0.01", |b| {
-        b.iter(|| profile(&hsb, Sampling::Rate(0.01)))
+        b.iter(|| profile(&hsb, Sampling::Rate(0.01)));
     });
     g.bench_function("hsb shards 0.01 x86 instruction sizes", |b| {
-        b.iter(|| profile(&hsb_x86, Sampling::Rate(0.01)))
+        b.iter(|| profile(&hsb_x86, Sampling::Rate(0.01)));
     });
     g.finish();
 }

@@ -390,8 +390,8 @@ impl<const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool>
             let (head, word) = unsafe {
                 let q = p.add(info.size_bytes as usize);
                 (
-                    u64::from_le(std::ptr::read_unaligned(p as *const u64)),
-                    u64::from_le(std::ptr::read_unaligned(q as *const u64)),
+                    u64::from_le(std::ptr::read_unaligned(p.cast::<u64>())),
+                    u64::from_le(std::ptr::read_unaligned(q.cast::<u64>())),
                 )
             };
             // The size without a branch: from the tag, or from the payload's first bytes.
@@ -400,7 +400,7 @@ impl<const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool>
             (size, word)
         } else {
             // SAFETY: as above (the size takes no payload byte).
-            let word = unsafe { u64::from_le(std::ptr::read_unaligned(p as *const u64)) };
+            let word = unsafe { u64::from_le(std::ptr::read_unaligned(p.cast::<u64>())) };
             (info.size, word)
         };
         *off += info.advance as usize;
@@ -493,7 +493,7 @@ mod tests {
         impl<F: FnMut(&[Ref])> RefSink for Blocks<'_, F> {
             fn refs(&mut self, refs: impl ExactSizeIterator<Item = Ref>) {
                 let block: Vec<Ref> = refs.collect();
-                (self.0)(&block)
+                (self.0)(&block);
             }
         }
         read_records(input, &mut Blocks(sink))

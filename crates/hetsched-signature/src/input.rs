@@ -62,7 +62,7 @@ pub fn open_reader(raw: Box<dyn Read>, format: Option<Format>) -> Result<OpenTra
 
 fn fill(r: &mut impl BufRead) -> Result<Vec<u8>, TraceError> {
     r.fill_buf()
-        .map(|b| b.to_vec())
+        .map(<[u8]>::to_vec)
         .map_err(|e| TraceError::whole(format!("cannot read the trace: {e}")))
 }
 

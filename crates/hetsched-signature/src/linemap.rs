@@ -38,7 +38,7 @@ fn vacant_entries(len: usize) -> Vec<Entry> {
     #[cfg(target_os = "linux")]
     {
         const HUGE_PAGE: usize = 2 << 20;
-        let bytes = len * std::mem::size_of::<Entry>();
+        let bytes = len * size_of::<Entry>();
         if bytes >= 2 * HUGE_PAGE {
             let start = v.as_ptr() as usize;
             let aligned = start.next_multiple_of(4096);
@@ -115,7 +115,7 @@ impl LineMap {
         // SAFETY: a prefetch is a hint; it reads nothing into the program and cannot fault.
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                e as *const Entry as *const i8,
+                (e as *const Entry).cast::<i8>(),
             );
         }
         #[cfg(not(target_arch = "x86_64"))]

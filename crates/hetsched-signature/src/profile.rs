@@ -393,7 +393,7 @@ impl crate::readers::RefSink for Profiler {
     /// into a reader's loop, its state went to the stack).
     #[inline(never)]
     fn refs(&mut self, refs: impl ExactSizeIterator<Item = Ref>) {
-        self.push_iter(refs)
+        self.push_iter(refs);
     }
 
     /// Instruction fetches are counted; their addresses matter only when they reference the cache.

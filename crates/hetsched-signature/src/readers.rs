@@ -74,7 +74,7 @@ pub fn read_trace(
     struct EachRef<'a, F>(&'a mut F);
     impl<F: FnMut(Ref)> RefSink for EachRef<'_, F> {
         fn refs(&mut self, refs: impl ExactSizeIterator<Item = Ref>) {
-            refs.for_each(&mut *self.0)
+            refs.for_each(&mut *self.0);
         }
     }
     read_trace_into(input, format, &mut EachRef(sink))
@@ -205,7 +205,7 @@ fn addr_size(s: &[u8], line: &[u8]) -> Result<(u64, u32), String> {
         .ok_or_else(|| format!("expected `,size` after the address in {:?}", shown(line)))?;
     let (size, m) =
         parse_dec(rest).ok_or_else(|| format!("expected a decimal size in {:?}", shown(line)))?;
-    if m != rest.len() && !rest[m..].iter().all(|c| c.is_ascii_whitespace()) {
+    if m != rest.len() && !rest[m..].iter().all(u8::is_ascii_whitespace) {
         return Err(format!(
             "unexpected text after the size in {:?}",
             shown(line)
@@ -230,7 +230,7 @@ pub fn lackey_line(line: &[u8]) -> Result<Option<Ref>, String> {
                 Some(b'L') => Kind::Load,
                 Some(b'S') => Kind::Store,
                 Some(b'M') => Kind::Modify,
-                _ if line.iter().all(|c| c.is_ascii_whitespace()) => return Ok(None),
+                _ if line.iter().all(u8::is_ascii_whitespace) => return Ok(None),
                 _ => {
                     return Err(format!(
                         "expected ` L`, ` S`, ` M` or `I` at the start of {:?}",

@@ -75,7 +75,7 @@ fn exact_matches_the_naive_stack_on_adversarial_traces() {
         match name {
             "cyclic" => assert!(e[1025..].iter().all(|&d| d == Some(1024))),
             "same" => assert!(e[1..].iter().all(|&d| d == Some(0))),
-            "distinct" => assert!(e.iter().all(|d| d.is_none())),
+            "distinct" => assert!(e.iter().all(Option::is_none)),
             _ => assert_eq!(e[..6000], naive_distances(&t[..6000])[..]),
         }
     }

@@ -85,7 +85,7 @@ fn formats_agree_on_the_same_references() {
     let hsb = w.finish().unwrap();
     let mut from_lackey = Vec::new();
     read_trace(lackey.as_bytes(), Format::Lackey, &mut |r| {
-        from_lackey.push(r)
+        from_lackey.push(r);
     })
     .unwrap();
     let mut from_hsb = Vec::new();

@@ -22,7 +22,7 @@ fn bench(c: &mut Criterion) {
                 policy_by_name(LINUX_DEFAULT).unwrap(),
                 SimConfig::default(),
             )
-        })
+        });
     });
     let big = machine_preset("scale-1024").unwrap().unwrap();
     let scale = workload_preset("scale-16k", &big).unwrap().unwrap();
@@ -33,7 +33,7 @@ fn bench(c: &mut Criterion) {
                 ..Default::default()
             };
             simulate(&big, &scale, policy_by_name(LINUX_DEFAULT).unwrap(), cfg)
-        })
+        });
     });
     g.finish();
 }

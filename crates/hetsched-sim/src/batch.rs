@@ -25,14 +25,16 @@ pub fn run_jobs(
     let next = Mutex::new(0usize);
     let done = Mutex::new(0usize);
     let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
+        .map_or(1, std::num::NonZero::get)
         .min(jobs.len())
         .max(1);
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| loop {
                 let i = {
-                    let mut n = next.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut n = next
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     let i = *n;
                     *n += 1;
                     i
@@ -46,9 +48,13 @@ pub fn run_jobs(
                     (job.make_policy)(),
                     job.cfg.clone(),
                 );
-                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                results
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)[i] = Some(r);
                 let d = {
-                    let mut d = done.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut d = done
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     *d += 1;
                     *d
                 };
@@ -58,7 +64,7 @@ pub fn run_jobs(
     });
     results
         .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .into_iter()
         .flatten()
         .collect()

@@ -178,7 +178,7 @@ fn spawn_workers(
             let lock = lock.clone();
             std::thread::spawn(move || {
                 note_tid(&file, &lock);
-                work(i)
+                work(i);
             })
         })
         .collect();
@@ -195,7 +195,7 @@ pub fn main() {
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu as usize, &mut set);
-            if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
+            if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set) != 0 {
                 eprintln!("hetsched-work: cannot pin to CPU {cpu}");
                 std::process::exit(2);
             }
@@ -236,7 +236,7 @@ pub fn main() {
                 let mut a = vec![1u64; mib * 1024 * 1024 / 8];
                 let mut sum = 0u64;
                 for _ in 0..passes {
-                    for v in a.iter_mut() {
+                    for v in &mut a {
                         sum = sum.wrapping_add(*v);
                         *v = sum;
                     }
@@ -293,7 +293,9 @@ pub fn main() {
                     }
                 }
                 for _ in 0..passes {
-                    let mut b = bufs[df].lock().unwrap_or_else(|e| e.into_inner());
+                    let mut b = bufs[df]
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     for v in b.iter_mut() {
                         *v = v.wrapping_add(i as u64 + 1);
                     }

@@ -490,7 +490,7 @@ fn build_nodes(
                 }
             }
         }
-        if let Some(c) = node_of.iter().position(|x| x.is_none()) {
+        if let Some(c) = node_of.iter().position(Option::is_none) {
             return Err(TopologyError::new(
                 "nodes",
                 format!("core {c} is in no node"),

@@ -178,7 +178,7 @@ fn rejects_each_malformed_description_naming_the_field() {
             origin: "modules[1]".into(),
             cpus: CpuSet::parse_list("3").unwrap(),
             shares_fpu: true,
-        })
+        });
     });
     assert!(e.message.contains("two modules"));
 }

@@ -39,7 +39,6 @@ pub struct SwitchCosts {
 pub fn penalty_f(prev: Option<&DfTask>, next: &DfTask, c: &SwitchCosts) -> f64 {
     let read = next.lines as f64 * c.t_r;
     match prev {
-        None => read,
         Some(p) if p.df == next.df => {
             if p.writes {
                 c.t_w
@@ -48,7 +47,8 @@ pub fn penalty_f(prev: Option<&DfTask>, next: &DfTask, c: &SwitchCosts) -> f64 {
             }
         }
         Some(p) if p.writes => read + c.t_w,
-        Some(_) => read,
+        // An empty CPU, or another fragment read-only: the next one is read in.
+        None | Some(_) => read,
     }
 }
 

@@ -284,13 +284,22 @@ impl Evaluated {
     /// Partition migrations per thread per minute of CPU time.
     fn migrations_per_cpu_minute(&self, run: &RunResult) -> f64 {
         let moves: u64 = run.apps.iter().map(|a| a.class_migrations).sum();
-        let cpu_min: f64 = run.apps.iter().map(|a| a.cpu_s()).sum::<f64>() / 60.0;
+        let cpu_min: f64 = run
+            .apps
+            .iter()
+            .map(hetsched_sim::metrics::AppResult::cpu_s)
+            .sum::<f64>()
+            / 60.0;
         moves as f64 / cpu_min.max(1e-12)
     }
 
     /// Assignment logic as a share of CPU time, percent.
     fn logic_percent(&self, run: &RunResult) -> f64 {
-        let cpu: f64 = run.apps.iter().map(|a| a.cpu_s()).sum();
+        let cpu: f64 = run
+            .apps
+            .iter()
+            .map(hetsched_sim::metrics::AppResult::cpu_s)
+            .sum();
         100.0 * run.policy_cpu_s / cpu.max(1e-12)
     }
 
@@ -298,7 +307,11 @@ impl Evaluated {
     /// closed loop is alive for the whole run).
     fn waiting_percent(&self, run: &RunResult) -> f64 {
         let slots: u32 = self.workload.apps.iter().map(|a| a.copies).sum();
-        let cpu: f64 = run.apps.iter().map(|a| a.cpu_s()).sum();
+        let cpu: f64 = run
+            .apps
+            .iter()
+            .map(hetsched_sim::metrics::AppResult::cpu_s)
+            .sum();
         100.0 * (1.0 - cpu / (self.duration_s * slots as f64))
     }
 }

@@ -244,7 +244,7 @@ pub fn matrix(
     );
     e.matrix = Some(Matrix {
         scenarios: scenarios.iter().map(|s| s.label.to_string()).collect(),
-        policies: names.iter().map(|s| s.to_string()).collect(),
+        policies: names.iter().map(ToString::to_string).collect(),
         cells,
         static_best: static_bests,
         static_best_note: notes,

@@ -163,7 +163,7 @@ impl Engine {
     pub fn sync_journal(&mut self) {
         if self.journal_dirty {
             self.journal_dirty = false;
-            if let Some(Err(e)) = self.journal.as_ref().map(|j| j.flush()) {
+            if let Some(Err(e)) = self.journal.as_ref().map(Journal::flush) {
                 tracing::error!("cannot write the affinity journal: {e}");
             }
         }

@@ -229,9 +229,9 @@ pub fn missing_signals(needs: &[Signal], plan: &CounterPlan, nodes: usize) -> Ve
             // On one node there is nothing NUMA to know.
             Signal::LlcTraffic => true,
             Signal::NodeAccesses => nodes > 1,
-            Signal::NodeResidency => false,
-            // Supplied by applications through the hint socket.
-            Signal::Signatures | Signal::DataFragments => false,
+            // Residency is read from /proc; signatures and data fragments are supplied by
+            // applications through the hint socket.
+            Signal::NodeResidency | Signal::Signatures | Signal::DataFragments => false,
         })
         .collect()
 }
@@ -364,7 +364,7 @@ impl Engine {
                 let msg = e
                     .downcast_ref::<String>()
                     .cloned()
-                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .or_else(|| e.downcast_ref::<&str>().map(ToString::to_string))
                     .unwrap_or_else(|| "panic".into());
                 self.disable(msg);
                 None
@@ -378,9 +378,8 @@ impl Engine {
         if self.manages(f.tid) {
             return true;
         }
-        let current = match sys::get_affinity(f.tid) {
-            Ok(m) => m,
-            Err(_) => return false,
+        let Ok(current) = sys::get_affinity(f.tid) else {
+            return false;
         };
         // A thread or process started by one we had moved inherits our mask, not the user's: it
         // gets its creator's original, and a journal entry, so it is restored like its creator.

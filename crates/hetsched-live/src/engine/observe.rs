@@ -10,7 +10,7 @@ impl Engine {
     pub(super) fn refresh_one(&mut self, i: usize) {
         let s = &mut self.slots[i];
         let o = &mut self.obs[i];
-        let counted = s.counters.as_ref().and_then(|c| c.read());
+        let counted = s.counters.as_ref().and_then(ThreadCounters::read);
         let task_clock = self.plan.has(Role::TaskClock) && counted.is_some();
         let mut c = counted.unwrap_or_default();
         s.reads += 1;
@@ -94,10 +94,10 @@ impl Engine {
             self.next_residency_ns = self.now_ns + self.config.residency_period.as_nanos() as u64;
             self.refresh_residency();
         }
-        for c in self.cores.iter_mut() {
+        for c in &mut self.cores {
             *c = CoreObs::default();
         }
-        for o in self.obs.iter_mut() {
+        for o in &mut self.obs {
             if o.state != ThreadState::Runnable {
                 continue;
             }
@@ -120,7 +120,7 @@ impl Engine {
         for s in self.slots.iter().filter(|s| s.alive) {
             per_pid.entry(s.pid).or_insert_with(|| (Vec::new(), 0)).1 += 1;
         }
-        for (pid, v) in per_pid.iter_mut() {
+        for (pid, v) in &mut per_pid {
             v.0 = self
                 .proc
                 .numa_bytes(*pid, nodes)

@@ -521,7 +521,7 @@ fn prefetch<T>(r: &T) {
     // SAFETY: a prefetch is a hint; it reads nothing into the program and cannot fault.
     unsafe {
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            r as *const T as *const i8,
+            (r as *const T).cast::<i8>(),
         );
     }
     #[cfg(not(target_arch = "x86_64"))]

@@ -238,7 +238,9 @@ impl Scratch {
         }
         let t = self.running[src]?;
         let obs = view.thread(t);
-        let allocating = alloc.get(t.index()).is_some_and(|a| a.allocating());
+        let allocating = alloc
+            .get(t.index())
+            .is_some_and(AllocationPhase::allocating);
         let ok = obs.user_allowed.contains(dst)
             && numa::running_move_allowed(
                 numa,
@@ -321,7 +323,7 @@ impl Amps {
                         topology
                             .cores()
                             .iter()
-                            .filter(|c| c.llc.map(|x| x.index()) == Some(l))
+                            .filter(|c| c.llc.map(LlcId::index) == Some(l))
                             .map(|c| c.id.0)
                             .collect()
                     })

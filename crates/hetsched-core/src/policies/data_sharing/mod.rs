@@ -130,7 +130,7 @@ impl DataSharing {
 
     /// Thread `t` leaves its group (death or a DF change).
     fn leave(&mut self, t: ThreadId) {
-        let Some(Some((key, g))) = self.member_of.get_mut(t.index()).map(|m| m.take()) else {
+        let Some(Some((key, g))) = self.member_of.get_mut(t.index()).map(Option::take) else {
             return;
         };
         let Some(groups) = self.groups.get_mut(&key) else {

@@ -38,7 +38,7 @@ impl State {
         let set = p.on_thread_start(&view, id);
         let t = &mut self.threads[id.index()];
         t.state = ThreadState::Runnable;
-        t.cpu = set.as_ref().and_then(|s| s.first()).or(Some(CoreId(0)));
+        t.cpu = set.as_ref().and_then(CpuSet::first).or(Some(CoreId(0)));
         if let Some(s) = set {
             t.allowed = s;
         }

@@ -309,7 +309,7 @@ impl Hetsched {
 
     /// Thread `t` leaves its part (it exited, or moves to another part).
     fn release(&mut self, view: &View<'_>, t: ThreadId) {
-        let Some(old) = self.part.get_mut(t.index()).and_then(|p| p.take()) else {
+        let Some(old) = self.part.get_mut(t.index()).and_then(Option::take) else {
             return;
         };
         self.count[old.index()] -= 1;

@@ -265,7 +265,7 @@ impl IpcDriven {
                     return;
                 };
                 x.perf[x.home] = Some(ma * ghz[x.home]);
-                let unmeasured = x.perf.iter().any(|p| p.is_none());
+                let unmeasured = x.perf.iter().any(Option::is_none);
                 let phase_change = match x.reference {
                     None => {
                         x.reference = Some(ma);

@@ -378,7 +378,7 @@ impl NumaAmp {
             .collect();
         let numa = self.cfg.numa_aware && !self.is_static() && self.slow_by_node.len() > 1;
         // Lines 3-4: migrate when the set on the fast cores changes.
-        for (&app, p) in self.processes.iter_mut() {
+        for (&app, p) in &mut self.processes {
             let want = chosen.contains(&app);
             if want != p.on_fast || !self.counts_at_schedule.contains_key(&app) {
                 p.on_fast = want;
