@@ -9,6 +9,8 @@
 //! sending process, which the daemon learns from the socket's peer credentials, so a process can
 //! only hint its own threads.
 
+#![warn(missing_docs)]
+
 pub mod c_api;
 pub mod client;
 pub mod wire;

@@ -46,14 +46,20 @@ const KIND_SIGNATURE: u8 = 2;
 pub enum WireHint {
     /// The thread leaves `current` (if any) and works on `next` (if any) from now on.
     DataFragment {
+        /// The sending thread's kernel thread id.
         tid: u32,
+        /// The fragment it stops working on.
         current: Option<u64>,
+        /// The fragment it works on from now on.
         next: Option<u64>,
     },
     /// The thread's architectural signature.
     Signature {
+        /// The thread the signature describes (kernel thread id).
         tid: u32,
+        /// The cache sizes of the grid, bytes, increasing.
         sizes_bytes: Vec<u64>,
+        /// The associativities of the grid (ways), increasing.
         assoc: Vec<u32>,
         /// One row per associativity, one value per size.
         misses_per_4096: Vec<Vec<f32>>,
@@ -63,14 +69,33 @@ pub enum WireHint {
 /// Why bytes are not a hint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WireError {
+    /// Fewer bytes (the count) than a header.
     TooShort(usize),
+    /// The first bytes are not the format's magic: not a hetsched hint.
     BadMagic,
+    /// A version (the byte) this build does not read.
     UnsupportedVersion(u8),
+    /// A hint kind (the byte) this version does not define.
     UnknownKind(u8),
+    /// A reserved header field is not zero.
     ReservedNotZero,
-    WrongLength { expected: usize, got: usize },
-    CountOutOfRange { sizes: usize, assoc: usize },
+    /// The datagram's length disagrees with what its header announces.
+    WrongLength {
+        /// Bytes the header announces.
+        expected: usize,
+        /// Bytes received.
+        got: usize,
+    },
+    /// A signature grid with no sizes or associativities, or more than the format allows.
+    CountOutOfRange {
+        /// Cache sizes announced.
+        sizes: usize,
+        /// Associativities announced.
+        assoc: usize,
+    },
+    /// The grid's sizes or associativities do not increase strictly.
     GridNotIncreasing,
+    /// A miss value is negative or not finite.
     BadMisses,
 }
 

@@ -7,9 +7,13 @@ use std::sync::Mutex;
 
 /// One run to do: the policy is built inside the worker (policies are not shared between runs).
 pub struct Job<'a> {
+    /// The machine.
     pub topology: &'a Topology,
+    /// The workload.
     pub workload: &'a Workload,
+    /// Builds the run's policy.
     pub make_policy: Box<dyn Fn() -> Box<dyn Policy> + Send + Sync + 'a>,
+    /// The run's settings (seed, duration, baseline).
     pub cfg: SimConfig,
     /// Shown in progress messages.
     pub label: String,

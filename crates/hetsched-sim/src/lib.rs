@@ -1,6 +1,8 @@
 //! hetsched-sim: a fast, deterministic simulator of asymmetric multicore machines on which every
 //! hetsched policy runs side by side against a Linux-like baseline.
 
+#![warn(missing_docs)]
+
 pub mod baseline;
 pub mod batch;
 pub mod engine;

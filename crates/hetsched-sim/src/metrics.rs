@@ -22,10 +22,13 @@ pub struct AppResult {
     pub fpu_usage: Option<f64>,
     /// Misses in shared caches below the LLC (module L2s), all its threads (BulldOver Figure 7).
     pub l2_misses: f64,
-    /// Instructions, LLC misses and LLC traffic of all its threads (Ding et al. equations 5-6).
+    /// Instructions its threads retired (the denominator of Ding et al. equations 5-6).
     pub instructions: f64,
+    /// LLC misses of its threads (demand misses and refills).
     pub llc_misses: f64,
+    /// Lines its threads' demand misses evicted from the LLC (Ding et al. equation 5).
     pub llc_evictions: f64,
+    /// Lines its threads' L2 evictions wrote into the LLC (Ding et al. equation 6).
     pub llc_fills: f64,
 }
 
@@ -61,10 +64,15 @@ pub struct EngineStats {
 /// One thread's stretch on one core.
 #[derive(Clone, Debug, Serialize)]
 pub struct GanttSegment {
+    /// The core (dense id).
     pub core: u32,
+    /// The thread (id within the run).
     pub thread: u32,
+    /// Its app's name.
     pub app: String,
+    /// Start of the stretch, simulated ns.
     pub start_ns: u64,
+    /// End of the stretch, simulated ns.
     pub end_ns: u64,
 }
 
@@ -73,11 +81,13 @@ pub struct GanttSegment {
 pub struct RunResult {
     /// Policy name.
     pub policy: String,
+    /// The run's seed.
     pub seed: u64,
     /// True when all work finished before the duration limit.
     pub finished: bool,
     /// Time at which the last finite app completed (or the duration, if unfinished), s.
     pub makespan_s: f64,
+    /// Per workload app.
     pub apps: Vec<AppResult>,
     /// Times a thread changed core.
     pub migrations: u64,
@@ -101,10 +111,13 @@ pub struct RunResult {
     /// What the policy asked to tell the user (once each).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+    /// Which thread ran where, when recorded (`SimConfig::record_gantt`).
     #[serde(skip_serializing)]
     pub gantt: Option<Vec<GanttSegment>>,
+    /// Segments not recorded past [`crate::engine::GANTT_MAX_SEGMENTS`].
     #[serde(skip_serializing)]
     pub gantt_dropped: u64,
+    /// How fast the engine ran.
     pub engine: EngineStats,
 }
 

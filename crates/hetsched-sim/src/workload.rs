@@ -18,13 +18,19 @@ pub enum MissCurve {
     /// set size `ws_bytes` and beyond: the shape of the HASS 179.art signature (HASS section 3),
     /// whose misses fall from 427 to ~0 over 256 KB..16 MB.
     Knee {
+        /// Misses per kilo-instruction with 16 KiB or less.
         mpki_max: f64,
+        /// Misses per kilo-instruction once the working set fits.
         mpki_min: f64,
+        /// The working set, bytes: where the curve reaches `mpki_min`.
         ws_bytes: u64,
     },
     /// Values at 16 KiB, 32 KiB, ... (powers of two), log-interpolated; beyond the last, the last.
     /// This is a HASS signature row (misses per 4096 instructions converted to per 1000).
-    Table { mpki: Vec<f64> },
+    Table {
+        /// Misses per kilo-instruction at 16 KiB, 32 KiB, ...
+        mpki: Vec<f64>,
+    },
 }
 
 /// Smallest cache size of a miss curve (the HASS signature's first column).
@@ -119,15 +125,20 @@ pub enum PhaseEnd {
     /// Wait until every live thread of the app reaches the same barrier (OpenMP-style, blocking).
     Barrier,
     /// Sleep, then go on.
-    Sleep { ns: u64 },
+    Sleep {
+        /// How long, ns.
+        ns: u64,
+    },
 }
 
 /// A stretch of execution with constant behaviour.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Phase {
+    /// Instructions the phase retires.
     pub instructions: f64,
     /// Cycles per instruction with a perfect LLC on the reference pipeline.
     pub cpi: f64,
+    /// LLC misses per kilo-instruction by the cache share the thread gets.
     pub miss: MissCurve,
     /// Fraction of cycles the FPU is busy with this phase's work when it runs alone.
     pub fp_fraction: f64,
@@ -147,13 +158,16 @@ pub struct Phase {
     pub free_bytes: u64,
     /// Run only in the first pass of a repeated phase list (initialisation).
     pub once: bool,
+    /// What happens when the phase's instructions are done.
     pub end: PhaseEnd,
 }
 
 /// A group of identical threads.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadSpec {
+    /// Threads in the group.
     pub count: u32,
+    /// What each thread runs, in order.
     pub phases: Vec<Phase>,
     /// How many times the phase list runs.
     pub repeat: u32,
@@ -202,6 +216,7 @@ pub fn profile_signature(name: &str, phases: &[Phase], repeat: u32) -> Signature
 /// An application: a process of threads.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AppSpec {
+    /// The app's name, as results report it.
     pub name: String,
     /// Instances running at once.
     pub copies: u32,
@@ -211,6 +226,7 @@ pub struct AppSpec {
     pub restart: bool,
     /// With `restart`, stop each copy after this many completions.
     pub runs: Option<u32>,
+    /// Its thread groups.
     pub threads: Vec<ThreadSpec>,
     /// Sizes of the app's data fragments, bytes.
     pub data_fragments: Vec<u64>,
@@ -219,6 +235,7 @@ pub struct AppSpec {
 }
 
 impl AppSpec {
+    /// Threads of one instance.
     pub fn num_threads(&self) -> u32 {
         self.threads.iter().map(|t| t.count).sum()
     }
@@ -248,8 +265,11 @@ impl AppSpec {
 /// A resolved workload: every count is a number.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Workload {
+    /// The workload's name.
     pub name: String,
+    /// One line on what it is.
     pub description: String,
+    /// Its applications.
     pub apps: Vec<AppSpec>,
 }
 

@@ -56,6 +56,7 @@ pub use crate::metrics::coefficient_of_variation;
 /// Run settings.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
+    /// Seeds everything that varies between runs (the baseline's tie-breaks, policies' probes).
     pub seed: u64,
     /// Stop at this simulated time even if work remains, ns.
     pub duration_ns: u64,
@@ -82,6 +83,7 @@ impl Default for SimConfig {
     }
 }
 
+/// Nanoseconds in a second (the engine's clock is integer ns).
 pub const NS_PER_S: u64 = 1_000_000_000;
 
 /// Minimum run time before a tick may preempt a thread: Linux's default
@@ -181,6 +183,7 @@ pub struct Simulation<'a> {
 }
 
 impl<'a> Simulation<'a> {
+    /// A simulation of `policy` on `topo` running `workload`, ready to [`Simulation::run`].
     pub fn new(
         topo: &'a Topology,
         workload: &'a Workload,
