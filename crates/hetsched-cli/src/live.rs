@@ -52,6 +52,10 @@ pub struct RunArgs {
     /// A summary as one JSON document on stdout (the program's stdout goes to stderr).
     #[arg(long)]
     pub json: bool,
+    /// After a stop signal (SIGTERM, SIGINT...), wait this many seconds for the program to exit,
+    /// then leave it running (affinities already restored) and exit 128 + the signal.
+    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
+    pub stop_grace: f64,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -177,17 +181,10 @@ fn counter_plan() -> CounterPlan {
     plan
 }
 
-fn ms(v: f64, flag: &str) -> anyhow::Result<Duration> {
-    if !(v.is_finite() && v > 0.0) {
-        return Err(bad_input(format!(
-            "{flag} {v}: must be a positive number of ms"
-        )));
-    }
-    Ok(Duration::from_secs_f64(v / 1e3))
-}
 
 pub fn run_run(args: &RunArgs) -> anyhow::Result<u8> {
-    let interval = ms(args.interval, "--interval")?;
+    let interval = hetsched_live::event_loop::interval_from_ms(args.interval)
+        .map_err(|e| bad_input(format!("--interval {e}")))?;
     let min_dwell = Duration::from_secs_f64(args.min_dwell.max(0.0) / 1e3);
     let policy = policy_with_options(
         &args.policy,
@@ -205,6 +202,12 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<u8> {
     })?;
     if args.max_moves == 0 {
         return Err(bad_input("--max-moves 0: at least one move per interval"));
+    }
+    if !(args.stop_grace.is_finite() && (0.0..=3600.0).contains(&args.stop_grace)) {
+        return Err(bad_input(format!(
+            "--stop-grace {}: must be between 0 and 3600 s",
+            args.stop_grace
+        )));
     }
     let (topology, cpus, isolated) = live_machine(args.machine.as_deref())?;
     let setup = RunSetup {
@@ -224,6 +227,7 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<u8> {
         state_dir: state_dir(),
         program_stdout_to_stderr: args.json,
         use_connector: !args.no_connector,
+        stop_grace: Duration::from_secs_f64(args.stop_grace),
     };
     let report = run::run(&args.command, setup).map_err(|e| match e {
         run::RunError::Spawn { .. } => bad_input(e.to_string()),

@@ -18,7 +18,7 @@
 
 use crate::counters::CounterPlan;
 use crate::engine::{Engine, EngineConfig};
-use crate::event_loop::{EventLoop, Source};
+use crate::event_loop::{interval_from_ms, EventLoop, Source};
 use crate::hints::{HintServer, Received};
 use crate::journal::{self, Journal};
 use crate::procfs::Proc;
@@ -85,16 +85,14 @@ impl DaemonConfig {
     /// Parse and check a configuration; errors name the file and the field.
     pub fn parse(text: &str, source: &str) -> Result<DaemonConfig, ConfigError> {
         let c: DaemonConfig =
-            toml::from_str(text).map_err(|e| ConfigError(format!("{source}: {e}")))?;
+            toml::from_str(text).map_err(|e| ConfigError(toml_error_line(text, source, &e)))?;
         if c.rules.is_empty() {
             return Err(ConfigError(format!(
                 "{source}: no [[rule]]: nothing to manage"
             )));
         }
-        if c.interval_ms == 0 {
-            return Err(ConfigError(format!(
-                "{source}: interval_ms must be at least 1"
-            )));
+        if let Err(e) = interval_from_ms(c.interval_ms as f64) {
+            return Err(ConfigError(format!("{source}: interval_ms: {e}")));
         }
         for (i, r) in c.rules.iter().enumerate() {
             if policy_with_options(&r.policy, &PolicyOptions::default()).is_none() {
@@ -123,6 +121,21 @@ impl DaemonConfig {
             }
         }
         Ok(c)
+    }
+}
+
+/// A TOML error on one line: the file, the line and column, and the message (the parser's own
+/// display spans several lines, with the source quoted).
+fn toml_error_line(text: &str, source: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim().replace('\n', " ");
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("{source}:{line}:{column}: {message}")
+        }
+        None => format!("{source}: {message}"),
     }
 }
 

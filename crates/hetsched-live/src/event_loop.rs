@@ -6,6 +6,21 @@ use crate::signals;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
+/// The shortest interval a loop ticks at.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
+/// The longest interval a loop ticks at.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// An interval given in ms, checked to lie in [`MIN_INTERVAL`, `MAX_INTERVAL`]; the error says
+/// the range.
+pub fn interval_from_ms(ms: f64) -> Result<Duration, String> {
+    let (lo, hi) = (MIN_INTERVAL.as_secs_f64() * 1e3, MAX_INTERVAL.as_secs_f64() * 1e3);
+    if !(ms.is_finite() && (lo..=hi).contains(&ms)) {
+        return Err(format!("{ms} ms is outside {lo} ms .. {hi} ms (1 ms .. 1 h)"));
+    }
+    Ok(Duration::from_secs_f64(ms / 1e3))
+}
+
 /// An event source a loop waits on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -94,9 +109,10 @@ impl EventLoop {
         }
     }
 
-    /// No tick for a long while: the loop only waits for its sources.
-    pub fn stop_ticking(&mut self) {
-        self.next_tick = Instant::now() + Duration::from_secs(3600);
+    /// No more interval ticks: the loop waits for its sources until `deadline`, when
+    /// [`EventLoop::tick_due`] turns true once more.
+    pub fn wake_at(&mut self, deadline: Instant) {
+        self.next_tick = deadline;
     }
 
     /// The instant the loop started.
@@ -141,6 +157,17 @@ mod tests {
         m.set(Source::Hints, None);
         assert!(!m.wait().has(Source::Hints));
         assert!(m.tick_due());
+    }
+
+    #[test]
+    fn intervals_outside_a_millisecond_to_an_hour_are_refused() {
+        assert_eq!(interval_from_ms(100.0), Ok(Duration::from_millis(100)));
+        assert_eq!(interval_from_ms(1.0), Ok(MIN_INTERVAL));
+        assert_eq!(interval_from_ms(3_600_000.0), Ok(MAX_INTERVAL));
+        for bad in [0.0, 0.5, -1.0, 1e12, f64::NAN, f64::INFINITY] {
+            let e = interval_from_ms(bad).unwrap_err();
+            assert!(e.contains("1 ms .. 1 h"), "{e}");
+        }
     }
 
     #[test]

@@ -24,7 +24,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Everything a run needs besides the command.
 pub struct RunSetup {
@@ -39,6 +39,8 @@ pub struct RunSetup {
     pub program_stdout_to_stderr: bool,
     /// Subscribe to the process events connector (else poll /proc only).
     pub use_connector: bool,
+    /// How long to wait for the program after a stop signal before leaving it running.
+    pub stop_grace: Duration,
 }
 
 /// Tracking figures.
@@ -84,11 +86,18 @@ pub struct RunReport {
     pub recovered: Restored,
     /// The signal that made hetsched stop managing, if any.
     pub stopped_by_signal: Option<i32>,
+    /// The program was still running the grace period after that signal and was left running.
+    pub detached: bool,
     pub overhead: Overhead,
 }
 
 impl RunReport {
+    /// How hetsched should exit: as the program did; 128 + the stop signal when it left the
+    /// program running.
     pub fn exit(&self) -> Exit {
+        if let (true, Some(sig)) = (self.detached, self.stopped_by_signal) {
+            return Exit::Code(128 + sig);
+        }
         match (self.exit_code, self.exit_signal) {
             (_, Some(s)) => Exit::Signal(s),
             (Some(c), None) => Exit::Code(c),
@@ -128,6 +137,10 @@ fn setup(what: &str) -> impl FnOnce(io::Error) -> RunError + '_ {
         source,
     }
 }
+
+/// How long `run` waits for the program after a stop signal before it leaves it running, by
+/// default.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Launch `command` and manage it until it exits. Call from the process's only thread.
 pub fn run(command: &[String], s: RunSetup) -> Result<RunReport, RunError> {
@@ -179,6 +192,7 @@ pub fn run(command: &[String], s: RunSetup) -> Result<RunReport, RunError> {
         exit: None,
         stopped_by: None,
         summary: None,
+        detached: false,
         intervals: 0,
         threads_peak: 0,
         last_start: (cpu0, events.start()),
@@ -188,15 +202,34 @@ pub fn run(command: &[String], s: RunSetup) -> Result<RunReport, RunError> {
         Some(std::os::fd::AsRawFd::as_raw_fd(&signals)),
     );
     events.set(Source::Hints, Some(session.hints.raw_fd()));
+    let grace = s.stop_grace;
+    let mut stopped_at: Option<Instant> = None;
     while session.exit.is_none() {
-        events.set(Source::ProcessEvents, session.tracker.event_fd());
+        if session.summary.is_none() {
+            events.set(Source::ProcessEvents, session.tracker.event_fd());
+        }
         let ready = events.wait();
         if ready.has(Source::Signals) {
             session.on_signals(&signals);
         }
         if session.summary.is_some() {
-            // Stopped managing: only wait for the program.
-            events.stop_ticking();
+            // Stopped managing: wait for the program on the signals alone (nothing else is read
+            // any more, so nothing else may wake the loop), for at most the grace period.
+            let since = *stopped_at.get_or_insert_with(|| {
+                events.set(Source::ProcessEvents, None);
+                events.set(Source::Hints, None);
+                let now = Instant::now();
+                events.wake_at(now + grace);
+                now
+            });
+            if session.exit.is_none() && since.elapsed() >= grace {
+                tracing::warn!(
+                    "the program is still running {:.1} s after the stop signal; leaving it (affinities restored)",
+                    grace.as_secs_f64()
+                );
+                session.detached = true;
+                break;
+            }
             continue;
         }
         let mut full_scan = false;
@@ -260,6 +293,8 @@ struct Session {
     stopped_by: Option<i32>,
     /// Set when a signal stopped the management (affinities restored then).
     summary: Option<EngineSummary>,
+    /// The program outlived the grace period after a stop signal and was left running.
+    detached: bool,
     intervals: u64,
     threads_peak: usize,
     /// CPU time and instant of the last thread start.
@@ -374,6 +409,7 @@ impl Session {
             hints: self.hints.counts,
             recovered,
             stopped_by_signal: self.stopped_by,
+            detached: self.detached,
             overhead: Overhead {
                 daemon_cpu_s: cpu,
                 fraction_of_one_core: if wall_s > 0.0 { cpu / wall_s } else { 0.0 },
