@@ -181,7 +181,6 @@ fn counter_plan() -> CounterPlan {
     plan
 }
 
-
 pub fn run_run(args: &RunArgs) -> anyhow::Result<u8> {
     let interval = hetsched_live::event_loop::interval_from_ms(args.interval)
         .map_err(|e| bad_input(format!("--interval {e}")))?;

@@ -765,6 +765,16 @@ fn the_exit_status_passes_through_and_a_bad_command_is_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("\"nope\""));
+    for (flag, value) in [("--interval", "1e12"), ("--interval", "0.1"), ("--stop-grace", "-1")] {
+        let out = s
+            .hetsched()
+            .args(["run", flag, value, "--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag) && err.lines().count() == 1, "{err}");
+    }
 }
 
 #[test]
@@ -860,4 +870,92 @@ fn the_daemon_manages_matching_processes_serves_stats_and_metrics_and_restores_o
         .read_to_string(&mut err)
         .unwrap();
     assert!(!err.contains("ERROR"), "{err}");
+}
+
+/// CPU seconds (user + system) process `pid` has used, from /proc.
+fn cpu_seconds(pid: u32) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = text.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 of stat (utime, stime) are the 12th and 13th after the command name.
+    let ticks: f64 = f.get(11..13).map_or(0.0, |v| {
+        v.iter().filter_map(|x| x.parse::<f64>().ok()).sum()
+    });
+    // SAFETY: sysconf has no memory preconditions.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// After SIGTERM, `run` waits for a program that ignores it without spinning: over two seconds it
+/// uses almost no CPU (a loop polling undrained descriptors used a whole core), and when the
+/// program then exits its status passes through.
+#[test]
+fn after_a_stop_signal_run_waits_without_spinning() {
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("nospin");
+    let child = s.spawn(
+        s.run("amps", &["--stop-grace", "30"])
+            // Each short sleep is a process start and exit: events keep arriving after the stop.
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "trap '' TERM; for i in 1 2 3 4 5 6; do sleep 0.5; done; exit 7",
+            ]),
+        "run",
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    kill(child.id(), libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(200));
+    let before = cpu_seconds(child.id());
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_seconds(child.id()) - before;
+    assert!(
+        used < 0.2,
+        "hetsched used {used:.2} CPU s in 2 s after SIGTERM"
+    );
+    let out = child.finish();
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json_of(&out);
+    assert_eq!(report["stopped_by_signal"], libc::SIGTERM);
+    assert_eq!(report["detached"], false);
+}
+
+/// A program still running a grace period after the stop signal is left running: hetsched exits
+/// 128 + the signal and says so, and the program lives on.
+#[test]
+fn a_program_outliving_the_grace_period_is_left_running() {
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("detach");
+    let pid_file = s.path("pid");
+    let script = format!("echo $$ > {}; trap '' TERM; sleep 30", pid_file.display());
+    let child = s.spawn(
+        s.run("amps", &["--stop-grace", "1"])
+            .args(["--", "sh", "-c", &script]),
+        "run",
+    );
+    let program = tids(&pid_file, 1)[0];
+    s.doom(program);
+    kill(child.id(), libc::SIGTERM);
+    let t0 = Instant::now();
+    let out = child.finish();
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(5),
+        "hetsched took {took:?} to leave"
+    );
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM));
+    let report = json_of(&out);
+    assert_eq!(report["detached"], true);
+    assert!(mask_of(program).is_some(), "the program should still run");
 }

@@ -559,6 +559,25 @@ mod tests {
             .unwrap_err()
             .0;
         assert!(e.contains("bogus"), "{e}");
+        // One line, with the file, line and column of the mistake.
+        assert!(!e.contains('\n'), "{e}");
+        assert!(e.starts_with("d.toml:1:"), "{e}");
+        let e = DaemonConfig::parse(
+            &ok.replace("interval_ms = 50", "interval_ms = \"x\""),
+            "d.toml",
+        )
+        .unwrap_err()
+        .0;
+        assert!(e.starts_with("d.toml:1:") && !e.contains('\n'), "{e}");
+        for bad in ["0", "1000000000000"] {
+            let e = DaemonConfig::parse(&ok.replace("50", bad), "d.toml")
+                .unwrap_err()
+                .0;
+            assert!(
+                e.contains("interval_ms") && e.contains("1 ms .. 1 h"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

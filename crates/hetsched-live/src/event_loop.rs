@@ -14,9 +14,14 @@ pub const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 /// An interval given in ms, checked to lie in [`MIN_INTERVAL`, `MAX_INTERVAL`]; the error says
 /// the range.
 pub fn interval_from_ms(ms: f64) -> Result<Duration, String> {
-    let (lo, hi) = (MIN_INTERVAL.as_secs_f64() * 1e3, MAX_INTERVAL.as_secs_f64() * 1e3);
+    let (lo, hi) = (
+        MIN_INTERVAL.as_secs_f64() * 1e3,
+        MAX_INTERVAL.as_secs_f64() * 1e3,
+    );
     if !(ms.is_finite() && (lo..=hi).contains(&ms)) {
-        return Err(format!("{ms} ms is outside {lo} ms .. {hi} ms (1 ms .. 1 h)"));
+        return Err(format!(
+            "{ms} ms is outside {lo} ms .. {hi} ms (1 ms .. 1 h)"
+        ));
     }
     Ok(Duration::from_secs_f64(ms / 1e3))
 }
