@@ -304,10 +304,13 @@ pub fn run_emulate(args: &EmulateArgs) -> anyhow::Result<u8> {
             args.period_us
         )));
     }
+    // One emulation per state directory, checked before anything is started or written.
+    let dir = state_dir();
+    let _lock = hetsched_live::instance::InstanceLock::acquire(&dir, "emulate")
+        .map_err(|e| anyhow::anyhow!("emulate {e}"))?;
     // Signals first, while this is the only thread; the stealing threads inherit the mask.
     let signals = Signals::take()?;
     let mut dc = DutyCycle::start(&slow, args.duty, Duration::from_micros(args.period_us))?;
-    let dir = state_dir();
     std::fs::create_dir_all(&dir)?;
     let path = dir.join(EMULATED_FILE);
     let me = std::process::id();

@@ -765,7 +765,11 @@ fn the_exit_status_passes_through_and_a_bad_command_is_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("\"nope\""));
-    for (flag, value) in [("--interval", "1e12"), ("--interval", "0.1"), ("--stop-grace", "-1")] {
+    for (flag, value) in [
+        ("--interval", "1e12"),
+        ("--interval", "0.1"),
+        ("--stop-grace", "-1"),
+    ] {
         let out = s
             .hetsched()
             .args(["run", flag, value, "--", "true"])
@@ -839,6 +843,39 @@ fn the_daemon_manages_matching_processes_serves_stats_and_metrics_and_restores_o
         String::from_utf8_lossy(&out.stderr)
     );
     let st = json_of(&out);
+    // A second daemon over the same state directory refuses, naming the first, and changes
+    // nothing: the first one still answers on its socket.
+    let second = s.path("second.toml");
+    std::fs::write(
+        &second,
+        format!(
+            "hint_socket = \"{}\"\nstats_socket = \"{}\"\n[[rule]]\npolicy = \"amps\"\nmatch = {{ comm = \"x\" }}\n",
+            s.path("hint2.sock").display(),
+            stats.display()
+        ),
+    )
+    .unwrap();
+    let refused = s
+        .hetsched()
+        .args(["daemon", "--config"])
+        .arg(&second)
+        .arg("--machine")
+        .arg(s.machine())
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains(&format!("already running (pid {})", daemon.id())),
+        "{err}"
+    );
+    assert!(stats.exists() && !s.path("hint2.sock").exists());
+    let again = Command::new(HETSCHED)
+        .args(["stats", "--json", "--socket"])
+        .arg(&stats)
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "the first daemon stopped answering");
     assert_eq!(st["rules"][0]["policy"], "amps");
     assert!(
         st["rules"][0]["threads_live"].as_u64().unwrap() >= 1,

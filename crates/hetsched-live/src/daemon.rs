@@ -20,6 +20,7 @@ use crate::counters::CounterPlan;
 use crate::engine::{Engine, EngineConfig};
 use crate::event_loop::{interval_from_ms, EventLoop, Source};
 use crate::hints::{HintServer, Received};
+use crate::instance::InstanceLock;
 use crate::journal::{self, Journal};
 use crate::procfs::Proc;
 use crate::run::restore_on_panic;
@@ -262,6 +263,9 @@ fn bind_stats(path: &Path) -> io::Result<UnixListener> {
 
 /// Run the daemon until SIGTERM or SIGINT. Call from the process's only thread.
 pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStats> {
+    // Before any socket or state file: one daemon per state directory.
+    let _lock = InstanceLock::acquire(&s.state_dir, "daemon")
+        .map_err(|e| io::Error::other(format!("daemon {e}")))?;
     let proc = Proc::default();
     let recovered = journal::recover_stale(&s.state_dir, &proc);
     if recovered.restored > 0 {

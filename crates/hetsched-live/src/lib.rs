@@ -16,6 +16,7 @@ pub mod emulate;
 pub mod engine;
 pub mod event_loop;
 pub mod hints;
+pub mod instance;
 pub mod journal;
 pub mod pages;
 pub mod procfs;
