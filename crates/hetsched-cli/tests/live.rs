@@ -758,6 +758,11 @@ fn the_exit_status_passes_through_and_a_bad_command_is_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/program"));
+    // Nothing is left in the state directory: no journal, no hint socket.
+    let left: Vec<_> = std::fs::read_dir(s.state())
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
     let out = s
         .hetsched()
         .args(["run", "--policy", "nope", "--", "true"])

@@ -267,13 +267,8 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
     let _lock = InstanceLock::acquire(&s.state_dir, "daemon")
         .map_err(|e| io::Error::other(format!("daemon {e}")))?;
     let proc = Proc::default();
-    let recovered = journal::recover_stale(&s.state_dir, &proc);
-    if recovered.restored > 0 {
-        tracing::warn!(
-            "restored {} thread(s) left by an earlier run",
-            recovered.restored
-        );
-    }
+    // Every journal under the state directory, whatever rules are configured now (logged there).
+    journal::recover_stale(&s.state_dir, &proc);
     let signals = Signals::take()?;
     sys::raise_fd_limit();
     let cfg = EngineConfig {
@@ -282,7 +277,7 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
         work_conserving: !config.strict_placement,
         ..Default::default()
     };
-    let engines = rule_engines(&config, &s, &cfg, &proc)?;
+    let engines = rule_engines(&config, &s, &cfg)?;
     let named = |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
     let hint_path = config
         .hint_socket
@@ -370,17 +365,13 @@ fn rule_engines(
     config: &DaemonConfig,
     s: &DaemonSetup,
     cfg: &EngineConfig,
-    proc: &Proc,
 ) -> io::Result<Vec<RuleEngine>> {
     let mut engines = Vec::new();
     for (i, rule) in config.rules.iter().enumerate() {
         let journal = if cfg.dry_run {
             None
         } else {
-            let dir = s.state_dir.join(format!("rule-{i}"));
-            let j = Journal::create(&dir)?;
-            journal::recover_stale(&dir, proc);
-            Some(j)
+            Some(Journal::create(&s.state_dir.join(format!("rule-{i}")))?)
         };
         if i == 0 {
             if let Some(j) = &journal {

@@ -74,6 +74,17 @@ pub struct Restored {
     pub gone: u32,
     /// Threads whose mask someone else changed since; left as they are.
     pub changed_by_others: u32,
+    /// Journals of dead owners found (each restored, then removed).
+    pub journals: u32,
+}
+
+impl Restored {
+    fn add(&mut self, o: Restored) {
+        self.restored += o.restored;
+        self.gone += o.gone;
+        self.changed_by_others += o.changed_by_others;
+        self.journals += o.journals;
+    }
 }
 
 impl Journal {
@@ -224,17 +235,68 @@ fn restore_entries(entries: &[Entry], proc: &Proc) -> Restored {
     r
 }
 
-/// Restore the threads of journals in `dir` whose owner is dead (a crashed or killed hetsched),
-/// and delete those journals.
+/// Restore the threads of journals under `dir` whose owner is dead (a crashed or killed
+/// hetsched), and delete those journals: the journals of `run` in `dir` itself and those of the
+/// daemon's rule engines in its `rule-N` subdirectories, whatever rules are configured now. An
+/// owner is alive only if its pid still names a process with the start time the journal records
+/// (a reused pid is not the owner). Hint sockets of dead `run`s are removed, and so are rule
+/// directories left empty. What was found is logged.
 pub fn recover_stale(dir: &Path, proc: &Proc) -> Restored {
+    let mut total = recover_dir(dir, proc);
+    if let Ok(rd) = fs::read_dir(dir) {
+        for ent in rd.flatten() {
+            let path = ent.path();
+            let is_rule_dir = ent
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("rule-"))
+                && path.is_dir();
+            if is_rule_dir {
+                total.add(recover_dir(&path, proc));
+                // Only succeeds when nothing is left in it.
+                let _ = fs::remove_dir(&path);
+            }
+        }
+    }
+    if total.journals > 0 {
+        tracing::warn!(
+            "recovered {} journal(s) of a hetsched that did not stop cleanly under {}: {} thread(s) restored, {} gone, {} changed by others since",
+            total.journals,
+            dir.display(),
+            total.restored,
+            total.gone,
+            total.changed_by_others
+        );
+    }
+    total
+}
+
+/// [`recover_stale`] for the files of one directory.
+fn recover_dir(dir: &Path, proc: &Proc) -> Restored {
     let mut total = Restored::default();
     let Ok(rd) = fs::read_dir(dir) else {
         return total;
+    };
+    let alive = |pid: u32, start: Option<u64>| {
+        pid == std::process::id()
+            || proc
+                .process_stat(pid)
+                .is_some_and(|s| start.is_none_or(|t| s.start_ticks == t) && !s.is_dead())
     };
     for ent in rd.flatten() {
         let path = ent.path();
         let name = ent.file_name();
         let Some(name) = name.to_str() else { continue };
+        if let Some(pid) = name
+            .strip_prefix("hint-")
+            .and_then(|r| r.strip_suffix(".sock"))
+            .and_then(|p| p.parse::<u32>().ok())
+        {
+            if !alive(pid, None) {
+                let _ = fs::remove_file(&path);
+            }
+            continue;
+        }
         if !(name.starts_with("affinity-") && name.ends_with(".json")) {
             continue;
         }
@@ -245,17 +307,12 @@ pub fn recover_stale(dir: &Path, proc: &Proc) -> Restored {
             tracing::warn!("{}: not a journal; left alone", path.display());
             continue;
         };
-        let owner_alive = file.owner_pid == std::process::id()
-            || proc
-                .process_stat(file.owner_pid)
-                .is_some_and(|s| s.start_ticks == file.owner_start_ticks && !s.is_dead());
-        if owner_alive {
+        if alive(file.owner_pid, Some(file.owner_start_ticks)) {
             continue;
         }
-        let r = restore_entries(&file.threads, proc);
-        total.restored += r.restored;
-        total.gone += r.gone;
-        total.changed_by_others += r.changed_by_others;
+        let mut r = restore_entries(&file.threads, proc);
+        r.journals = 1;
+        total.add(r);
         let _ = fs::remove_file(&path);
     }
     total
@@ -330,13 +387,55 @@ mod tests {
             Restored {
                 restored: 1,
                 gone: 1,
-                changed_by_others: 0
+                changed_by_others: 0,
+                journals: 1,
             }
         );
         assert_eq!(sys::get_affinity(tid).unwrap(), original);
         assert!(!dir.join("affinity-1.json").exists());
         done_tx.send(()).unwrap();
         worker.join().unwrap();
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Journals of a dead daemon's rule engines are found whatever rules exist now; its rule
+    /// directories go once empty, and a dead run's hint socket goes too.
+    #[test]
+    fn dead_rule_engines_journals_and_leftovers_are_found_and_removed() {
+        let dir = std::env::temp_dir().join(format!("hs-journal-rules-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let dead = JournalFile {
+            owner_pid: 1,
+            owner_start_ticks: u64::MAX,
+            threads: vec![Entry {
+                tid: u32::MAX - 1,
+                start_ticks: 1,
+                original: "0".into(),
+                applied: "0".into(),
+                before: "0".into(),
+            }],
+        };
+        for rule in ["rule-0", "rule-1"] {
+            fs::create_dir_all(dir.join(rule)).unwrap();
+            fs::write(
+                dir.join(rule).join("affinity-1.json"),
+                serde_json::to_string(&dead).unwrap(),
+            )
+            .unwrap();
+        }
+        // A rule directory with something else in it stays.
+        fs::write(dir.join("rule-1").join("notes"), "keep").unwrap();
+        // A hint socket of a pid that does not exist, and one of a live process (us).
+        let gone_pid = u32::MAX - 7;
+        fs::write(dir.join(format!("hint-{gone_pid}.sock")), "").unwrap();
+        let ours = dir.join(format!("hint-{}.sock", std::process::id()));
+        fs::write(&ours, "").unwrap();
+        let r = recover_stale(&dir, &Proc::default());
+        assert_eq!((r.journals, r.gone, r.restored), (2, 2, 0));
+        assert!(!dir.join("rule-0").exists());
+        assert!(dir.join("rule-1").exists() && !dir.join("rule-1/affinity-1.json").exists());
+        assert!(!dir.join(format!("hint-{gone_pid}.sock")).exists());
+        assert!(ours.exists());
         let _ = fs::remove_dir_all(&dir);
     }
 

@@ -145,13 +145,8 @@ pub const STOP_GRACE: Duration = Duration::from_secs(10);
 /// Launch `command` and manage it until it exits. Call from the process's only thread.
 pub fn run(command: &[String], s: RunSetup) -> Result<RunReport, RunError> {
     let proc = Proc::default();
+    // Every journal under the state directory, the daemon's rule engines' too (logged there).
     let recovered = journal::recover_stale(&s.state_dir, &proc);
-    if recovered.restored > 0 {
-        tracing::warn!(
-            "restored {} thread(s) left pinned by an earlier hetsched that did not stop cleanly",
-            recovered.restored
-        );
-    }
     let signals = Signals::take().map_err(setup("signalfd"))?;
     signals::become_subreaper();
     sys::raise_fd_limit();
@@ -181,7 +176,14 @@ pub fn run(command: &[String], s: RunSetup) -> Result<RunReport, RunError> {
     }
     let cpu0 = sys::process_cpu_s();
     let mut events = EventLoop::new(s.engine.interval);
-    let root = spawn(command, &hint_path, s.program_stdout_to_stderr)?;
+    let root = match spawn(command, &hint_path, s.program_stdout_to_stderr) {
+        Ok(pid) => pid,
+        Err(e) => {
+            // Nothing was placed; this removes the journal, so no empty one is left behind.
+            engine.restore_all();
+            return Err(e);
+        }
+    };
     let mut session = Session {
         tracker: Tracker::new(proc.clone(), Scope::Tree { root }, s.use_connector),
         engine,
