@@ -1001,3 +1001,42 @@ fn a_program_outliving_the_grace_period_is_left_running() {
     assert_eq!(report["detached"], true);
     assert!(mask_of(program).is_some(), "the program should still run");
 }
+
+/// A program started through a wrapper that a policy pinned (a lone shell is a lone thread): its
+/// threads inherit that pin, and those the policy does not place get their user's mask back at
+/// once; they are never left confined to the wrapper's CPU.
+#[test]
+fn threads_that_inherit_a_pin_the_policy_did_not_choose_get_their_mask_back() {
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("inherit");
+    let tid_file = s.path("tids");
+    let script = format!(
+        "sleep 0.3; exec {WORK} --tid-file {} omp --threads 2 --phases 40 --parallel-work 40 --serial-work 5",
+        tid_file.display()
+    );
+    let child = s.spawn(
+        s.run("hetsched", &[]).args(["--", "sh", "-c", &script]),
+        "run",
+    );
+    let workers = tids(&tid_file, 2);
+    for &w in &workers {
+        s.doom(w);
+    }
+    let all = all_cpus_list();
+    assert!(
+        wait_until(Duration::from_secs(2), || workers
+            .iter()
+            .all(|&w| mask_of(w).is_none_or(|m| m == all))),
+        "workers confined: {:?}",
+        workers.iter().map(|&w| mask_of(w)).collect::<Vec<_>>()
+    );
+    let out = child.finish();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -444,7 +444,14 @@ impl Engine {
             }
         }
         self.refresh_one(id.index());
-        if let Some(Some(cpus)) = self.call(|p, v, _| p.on_thread_start(v, id)) {
+        let placed = match self.call(|p, v, _| p.on_thread_start(v, id)) {
+            Some(Some(cpus)) => Some(cpus),
+            // Not placed by the policy: an inherited pin is not the thread's, so it gets its
+            // user's mask back at once (never a sibling's or creator's placement).
+            _ if inherited => Some(self.obs[id.index()].user_allowed.clone()),
+            _ => None,
+        };
+        if let Some(cpus) = placed {
             self.pending.push(Placement { thread: id, cpus });
             self.apply(true);
         }
