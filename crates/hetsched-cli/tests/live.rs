@@ -1040,3 +1040,67 @@ fn threads_that_inherit_a_pin_the_policy_did_not_choose_get_their_mask_back() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A real program nobody here wrote: `make -j2` building a small C project under `run`, every
+/// compiler process tracked. It finishes, and its exit status passes through (0, then make's own
+/// 2 for a broken source).
+#[test]
+fn make_builds_a_c_project_under_run_and_its_status_passes_through() {
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("make");
+    let src = s.path("proj");
+    std::fs::create_dir_all(&src).unwrap();
+    for i in 0..6 {
+        std::fs::write(
+            src.join(format!("f{i}.c")),
+            format!("int f{i}(int x) {{ int s = 0; for (int k = 0; k < x; k++) s += k * {i}; return s; }}\n"),
+        )
+        .unwrap();
+    }
+    let decls: String = (0..6).map(|i| format!("int f{i}(int);\n")).collect();
+    let calls: String = (0..6).map(|i| format!(" + f{i}(argc)")).collect();
+    std::fs::write(
+        src.join("main.c"),
+        format!(
+            "{decls}int main(int argc, char **argv) {{ (void)argv; return (0{calls}) & 0; }}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("Makefile"),
+        "OBJS = main.o f0.o f1.o f2.o f3.o f4.o f5.o\nprog: $(OBJS)\n\tcc -o prog $(OBJS)\n%.o: %.c\n\tcc -O2 -c $< -o $@\n",
+    )
+    .unwrap();
+    let make = |policy: &str| {
+        s.run(policy, &[])
+            .args(["--", "make", "-s", "-j2", "-C"])
+            .arg(&src)
+            .output()
+            .unwrap()
+    };
+    let out = make("hetsched");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(src.join("prog").exists());
+    let report = json_of(&out);
+    assert!(
+        report["threads"].as_array().is_some_and(|t| t.len() >= 7),
+        "{report}"
+    );
+    // A broken source: make's own status (2) passes through.
+    std::fs::write(src.join("f3.c"), "int f3(int x) { return x +; }\n").unwrap();
+    let out = make("amps");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
