@@ -93,6 +93,7 @@ fn main() -> ExitCode {
         Some(Command::Daemon(args)) => live::run_daemon(&args),
         Some(Command::Stats(args)) => live::run_stats(&args),
         None => simulate::run_simulate(&simulate::SimulateArgs {
+            baseline: hetsched_sim::baseline::linux_6::NAME.into(),
             seed: 1,
             seeds: 1,
             quantum_ms: 4.0,

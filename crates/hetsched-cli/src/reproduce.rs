@@ -110,9 +110,10 @@ fn matrix_grid(m: &hetsched_experiments::reproduce::matrix::Matrix) -> String {
 /// The human table of one experiment.
 pub fn table(e: &Experiment) -> String {
     let mut out = format!(
-        "{} · {} · {}\n  {}\n",
+        "{} · {} · kernel {} · {}\n  {}\n",
         e.experiment,
         e.paper,
+        e.baseline,
         if e.holds { "holds" } else { "DOES NOT HOLD" },
         e.title
     );
@@ -170,9 +171,10 @@ fn report(experiments: &[Experiment]) -> String {
     for e in experiments {
         let _ = write!(
             html,
-            "<h2>{} <small>({})</small></h2><p>{} — <b class=\"{}\">{}</b></p><table><tr><th>row</th><th>paper</th><th>ours</th><th>unit</th><th>holds</th><th>note</th></tr>",
+            "<h2>{} <small>({}; kernel {})</small></h2><p>{} — <b class=\"{}\">{}</b></p><table><tr><th>row</th><th>paper</th><th>ours</th><th>unit</th><th>holds</th><th>note</th></tr>",
             esc(&e.experiment),
             esc(&e.paper),
+            esc(&e.baseline),
             esc(&e.title),
             if e.holds { "" } else { "no" },
             if e.holds { "holds" } else { "does not hold" }

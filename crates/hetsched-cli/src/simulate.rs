@@ -12,6 +12,7 @@ use hetsched_core::Topology;
 use hetsched_experiments::static_best::{
     assignments, run_assignments, Assignment, STATIC_BEST_MAX_ASSIGNMENTS,
 };
+use hetsched_sim::baseline::{baseline_by_name, BASELINES};
 use hetsched_sim::batch::{run_jobs, Job};
 use hetsched_sim::engine::NS_PER_S;
 use hetsched_sim::metrics::speedup;
@@ -42,6 +43,10 @@ pub struct SimulateArgs {
     /// kept) runs only when named.
     #[arg(long, value_delimiter = ',')]
     pub policy: Vec<String>,
+    /// The simulated kernel's balancer under every policy (docs/baselines.md): linux-6, today's
+    /// kernel (capacity-aware), or linux-cfs, the papers' era (blind to core speed).
+    #[arg(long, default_value = hetsched_sim::baseline::linux_6::NAME, value_parser = baseline_names())]
+    pub baseline: String,
     /// AMPS running-thread migration policy: always, same-node or rss (default: rss on NUMA
     /// machines, always on SMP; AMPS section 2.4.3).
     #[arg(long)]
@@ -84,6 +89,11 @@ struct Plan {
     cfg: SimConfig,
     /// Every static assignment, when the oracle (static-best) was asked for.
     static_assignments: Option<Vec<Assignment>>,
+}
+
+/// The names `--baseline` accepts.
+fn baseline_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(BASELINES.iter().map(|b| b.name))
 }
 
 /// A policy that needs the whole workload in advance: run by its own runner, not as a policy
@@ -178,7 +188,17 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
         quantum_ns: (args.quantum_ms * 1e6) as u64,
         record_gantt: args.out.is_some(),
         check_invariants: args.check,
-        ..SimConfig::default()
+        baseline: baseline_by_name(&args.baseline).ok_or_else(|| {
+            bad_input(format!(
+                "--baseline {:?}: unknown (baselines: {})",
+                args.baseline,
+                BASELINES
+                    .iter()
+                    .map(|b| b.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?,
     };
     let seeds = (0..args.seeds as u64).map(|i| args.seed + i).collect();
     let oracle = policies.iter().find(|p| is_oracle(p)).cloned();
@@ -257,6 +277,8 @@ pub struct SimulateJson {
     pub seeds: usize,
     /// How speedups are computed for this workload.
     pub speedup_basis: &'static str,
+    /// The simulated kernel's balancer every policy ran under (docs/baselines.md).
+    pub kernel_baseline: &'static str,
     pub baseline: PolicySummary,
     pub results: Vec<PolicySummary>,
     pub engine: EngineTotals,
@@ -425,6 +447,7 @@ pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
         } else {
             "geometric mean of per-app completion-time ratios"
         },
+        kernel_baseline: plan.cfg.baseline.name,
         baseline: results[0].clone(),
         results,
         engine,
@@ -444,8 +467,8 @@ pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
 /// The human table: policy, makespan, speedup vs baseline, fairness, migrations.
 pub fn table(doc: &SimulateJson) -> String {
     let mut out = format!(
-        "machine {} · workload {} · {} seed(s) from {} · speedup = {}\n",
-        doc.machine, doc.workload, doc.seeds, doc.seed, doc.speedup_basis
+        "machine {} · workload {} · kernel {} · {} seed(s) from {} · speedup = {}\n",
+        doc.machine, doc.workload, doc.kernel_baseline, doc.seeds, doc.seed, doc.speedup_basis
     );
     out.push_str(&format!(
         "{:<16} {:>12} {:>16} {:>13} {:>11} {:>10}\n",

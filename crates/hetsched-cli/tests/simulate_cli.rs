@@ -191,3 +191,20 @@ fn static_best_is_the_best_static_assignment_and_hass_finds_it_on_hh() {
     assert!(speedup("static-best") >= 1.0);
     assert!((speedup("hass") - speedup("static-best")).abs() < 0.005);
 }
+
+#[test]
+fn the_kernel_baseline_is_named_chosen_by_flag_and_checked() {
+    let (code, out, err) = hetsched(&["simulate", "--json", "--policy", "amps"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["kernel_baseline"], "linux-6");
+    let (code, out, err) = hetsched(&["simulate", "--baseline", "linux-cfs", "--policy", "amps"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("kernel linux-cfs"), "{out}");
+    let (code, _, err) = hetsched(&["simulate", "--baseline", "nope"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("linux-6") && err.contains("linux-cfs"),
+        "{err}"
+    );
+}

@@ -83,6 +83,10 @@ pub struct Experiment {
     pub experiment: String,
     /// The paper reproduced: authors, title, venue, year.
     pub paper: String,
+    /// The simulated kernel's balancer the experiment ran under (docs/baselines.md). Every
+    /// experiment runs the simulator's default, `linux-cfs`: the CFS of the papers' era, blind to
+    /// core speed as the papers' clock-modulated machines made it.
+    pub baseline: String,
     pub title: String,
     pub rows: Vec<Row>,
     /// Every checked row holds.
@@ -100,6 +104,7 @@ impl Experiment {
         Experiment {
             experiment: experiment.into(),
             paper: paper.into(),
+            baseline: hetsched_sim::baseline::default_baseline().name.into(),
             title: title.into(),
             rows,
             holds,
