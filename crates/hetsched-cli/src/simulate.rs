@@ -126,6 +126,17 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
             .filter(|p| !p.is_empty())
             .collect()
     };
+    if policies.is_empty() {
+        return Err(bad_input(format!(
+            "--policy {:?}: names no policy (policies: {})",
+            args.policy.join(","),
+            REGISTRY
+                .iter()
+                .map(|e| e.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
     for p in &policies {
         if entry(p).is_none() {
             return Err(bad_input(format!(

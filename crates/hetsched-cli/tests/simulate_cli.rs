@@ -137,7 +137,7 @@ fn bad_input_exits_2_naming_it() {
     let (code, _, err) = hetsched(&["simulate", "--workload", f.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("w.toml: apps[0].threads[0].phases[0].instructions: must be positive, got -5"),
+        err.contains("w.toml: apps[0].threads[0].phases[0].instructions: must be positive and at most 1e15, got -5"),
         "{err}"
     );
     // Eight different single-threaded apps on four partitions: 8!/(2!)^4 = 2520 assignments.
@@ -207,4 +207,44 @@ fn the_kernel_baseline_is_named_chosen_by_flag_and_checked() {
         err.contains("linux-6") && err.contains("linux-cfs"),
         "{err}"
     );
+}
+
+/// Inputs that would hang a run, or are typos, are refused before anything runs, naming the
+/// field; an empty `--policy` is an error, not "every policy".
+#[test]
+fn unbounded_or_absurd_workloads_and_an_empty_policy_are_refused() {
+    let dir = std::env::temp_dir().join(format!("hs-sim-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = "name = \"w\"\n[[apps]]\nname = \"a\"\n[[apps.threads]]\ncount = COUNT\nrepeat = REPEAT\nphases = [ { instructions = INSTR, cpi = 1.0 } ]\n";
+    let cases = [
+        (
+            "1",
+            "4000000000",
+            "1e6",
+            "apps[0].threads: its threads would run 4.000e9 phases",
+        ),
+        (
+            "1",
+            "1",
+            "1e300",
+            "apps[0].threads[0].phases[0].instructions",
+        ),
+        ("1.5", "1", "1e6", "line 5: count: a count"),
+        ("1", "4e9", "1e6", "line 6: repeat:"),
+    ];
+    for (i, (count, repeat, instr, want)) in cases.iter().enumerate() {
+        let path = dir.join(format!("w{i}.toml"));
+        let text = base
+            .replace("COUNT", count)
+            .replace("REPEAT", repeat)
+            .replace("INSTR", instr);
+        std::fs::write(&path, text).unwrap();
+        let (code, _, err) = hetsched(&["simulate", "--workload", path.to_str().unwrap()]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(want) && err.lines().count() == 1, "{err}");
+    }
+    let (code, _, err) = hetsched(&["simulate", "--policy", ""]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("names no policy"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

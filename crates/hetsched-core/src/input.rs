@@ -15,6 +15,7 @@ pub struct InputError {
 }
 
 impl InputError {
+    /// An error in field `field` (a path such as `apps[0].threads[1].count`).
     pub fn at(source_name: &str, field: &str, message: impl Into<String>) -> Self {
         Self {
             source_name: source_name.into(),
@@ -23,14 +24,31 @@ impl InputError {
         }
     }
 
-    /// A TOML syntax or shape error, located by line.
+    /// A TOML syntax or shape error on one line: located by line, and by the key whose value is
+    /// wrong when the error points into a `key = value` line.
     pub fn from_toml(source_name: &str, text: &str, e: &toml::de::Error) -> Self {
-        let line = e
-            .span()
-            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        let start = e.span().map(|s| s.start.min(text.len()));
+        let location = match start {
+            Some(at) => {
+                let line = text[..at].matches('\n').count() + 1;
+                let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+                // The key of `key = value` when the error is in the value.
+                let key = text[line_start..at]
+                    .split_once('=')
+                    .map(|(k, _)| k.trim().trim_start_matches('{').trim())
+                    .and_then(|k| k.rsplit([',', '{']).next())
+                    .map(str::trim)
+                    .filter(|k| !k.is_empty() && !k.contains(char::is_whitespace));
+                match key {
+                    Some(k) => format!("line {line}: {k}: "),
+                    None => format!("line {line}: "),
+                }
+            }
+            None => String::new(),
+        };
         Self {
             source_name: source_name.into(),
-            location: line.map(|l| format!("line {l}: ")).unwrap_or_default(),
+            location,
             message: e
                 .message()
                 .lines()

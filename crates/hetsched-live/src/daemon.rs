@@ -28,7 +28,7 @@ use crate::signals::{self, Signals};
 use crate::sys::{self, CpuMap};
 use crate::tracker::{Changes, Match, Scope, Tracker};
 use hetsched_core::policies::{policy_names, policy_with_options, PolicyOptions};
-use hetsched_core::{CpuSet, Topology};
+use hetsched_core::{CpuSet, InputError, Topology};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -85,8 +85,8 @@ pub struct ConfigError(pub String);
 impl DaemonConfig {
     /// Parse and check a configuration; errors name the file and the field.
     pub fn parse(text: &str, source: &str) -> Result<DaemonConfig, ConfigError> {
-        let c: DaemonConfig =
-            toml::from_str(text).map_err(|e| ConfigError(toml_error_line(text, source, &e)))?;
+        let c: DaemonConfig = toml::from_str(text)
+            .map_err(|e| ConfigError(InputError::from_toml(source, text, &e).to_string()))?;
         if c.rules.is_empty() {
             return Err(ConfigError(format!(
                 "{source}: no [[rule]]: nothing to manage"
@@ -122,21 +122,6 @@ impl DaemonConfig {
             }
         }
         Ok(c)
-    }
-}
-
-/// A TOML error on one line: the file, the line and column, and the message (the parser's own
-/// display spans several lines, with the source quoted).
-fn toml_error_line(text: &str, source: &str, e: &toml::de::Error) -> String {
-    let message = e.message().trim().replace('\n', " ");
-    match e.span() {
-        Some(span) => {
-            let before = &text[..span.start.min(text.len())];
-            let line = before.matches('\n').count() + 1;
-            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-            format!("{source}:{line}:{column}: {message}")
-        }
-        None => format!("{source}: {message}"),
     }
 }
 
@@ -554,16 +539,19 @@ mod tests {
             .unwrap_err()
             .0;
         assert!(e.contains("bogus"), "{e}");
-        // One line, with the file, line and column of the mistake.
+        // One line, with the file and line of the mistake.
         assert!(!e.contains('\n'), "{e}");
-        assert!(e.starts_with("d.toml:1:"), "{e}");
+        assert!(e.starts_with("d.toml: line 1"), "{e}");
         let e = DaemonConfig::parse(
             &ok.replace("interval_ms = 50", "interval_ms = \"x\""),
             "d.toml",
         )
         .unwrap_err()
         .0;
-        assert!(e.starts_with("d.toml:1:") && !e.contains('\n'), "{e}");
+        assert!(
+            e.starts_with("d.toml: line 1: interval_ms:") && !e.contains('\n'),
+            "{e}"
+        );
         for bad in ["0", "1000000000000"] {
             let e = DaemonConfig::parse(&ok.replace("50", bad), "d.toml")
                 .unwrap_err()

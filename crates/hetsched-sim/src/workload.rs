@@ -285,7 +285,10 @@ struct FileWorkload {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a count: an integer, or \"cores\", \"K*cores\", \"cores+M\", \"cores-M\" or \"cores/K\""
+)]
 enum Count {
     Int(i64),
     Expr(String),
@@ -390,6 +393,18 @@ fn count_of(c: &Option<Count>, cores: usize, default: i64) -> Result<i64, String
 /// Most threads one workload may create at once (a guard against a typo such as `1000*cores`).
 pub const MAX_THREADS: u64 = 1 << 20;
 
+/// Most instructions one phase may have: 1e15, about six days of one core at 2 GHz, far beyond any
+/// run's simulated duration (larger values are typos, not workloads).
+pub const MAX_PHASE_INSTRUCTIONS: f64 = 1e15;
+
+/// Most phases one instance of an app may run (over its threads, repeats and phases). Each phase
+/// end is an event; beyond this a run could not finish in bounded time, however short its phases.
+pub const MAX_PHASE_RUNS: f64 = 1e9;
+
+/// Largest value a per-instruction rate (CPI, misses per kilo-instruction, memory-level
+/// parallelism) may take; real ones are below 100.
+pub const MAX_RATE: f64 = 1e4;
+
 impl Workload {
     /// Parse a workload file and resolve its counts against a machine.
     pub fn parse(
@@ -421,6 +436,15 @@ impl Workload {
     /// True when every app eventually ends (no unbounded closed loop).
     pub fn is_finite(&self) -> bool {
         self.apps.iter().all(|a| !a.restart || a.runs.is_some())
+    }
+}
+
+/// A number as a person reads it in an error: plain, or in exponent form when very large or small.
+fn readable(v: f64) -> String {
+    if v != 0.0 && !(1e-6..1e9).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
     }
 }
 
@@ -461,10 +485,13 @@ fn resolve_app(ai: usize, a: FileApp, cores: usize) -> Result<AppSpec, FieldErro
     if copies < 1 {
         return Err((at("copies"), format!("must be at least 1, got {copies}")));
     }
-    if !(a.arrival_s.is_finite() && a.arrival_s >= 0.0) {
+    if !(a.arrival_s.is_finite() && (0.0..=1e6).contains(&a.arrival_s)) {
         return Err((
             at("arrival_s"),
-            format!("must be a time >= 0, got {}", a.arrival_s),
+            format!(
+                "must be a time between 0 and 1e6 s, got {}",
+                readable(a.arrival_s)
+            ),
         ));
     }
     let runs = match a.runs {
@@ -508,6 +535,19 @@ fn resolve_app(ai: usize, a: FileApp, cores: usize) -> Result<AppSpec, FieldErro
     };
     if app.num_threads() == 0 {
         return Err((at("threads"), "the app has no threads".into()));
+    }
+    let phase_runs: f64 = app
+        .threads
+        .iter()
+        .map(|t| f64::from(t.count) * f64::from(t.repeat) * t.phases.len() as f64)
+        .sum();
+    if phase_runs > MAX_PHASE_RUNS {
+        return Err((
+            at("threads"),
+            format!(
+                "its threads would run {phase_runs:.3e} phases, more than the {MAX_PHASE_RUNS:.0e} a run can finish (lower repeat or count)"
+            ),
+        ));
     }
     Ok(app)
 }
@@ -567,19 +607,31 @@ fn resolve_phase(
     dfs: usize,
     pat: &dyn Fn(&str) -> String,
 ) -> Result<Phase, FieldError> {
-    if !(p.instructions.is_finite() && p.instructions > 0.0) {
+    if !(p.instructions.is_finite()
+        && p.instructions > 0.0
+        && p.instructions <= MAX_PHASE_INSTRUCTIONS)
+    {
         return Err((
             pat("instructions"),
-            format!("must be positive, got {}", p.instructions),
+            format!(
+                "must be positive and at most {MAX_PHASE_INSTRUCTIONS:.0e}, got {}",
+                readable(p.instructions)
+            ),
         ));
     }
-    if !(p.cpi.is_finite() && p.cpi > 0.0) {
-        return Err((pat("cpi"), format!("must be positive, got {}", p.cpi)));
+    if !(p.cpi.is_finite() && p.cpi > 0.0 && p.cpi <= MAX_RATE) {
+        return Err((
+            pat("cpi"),
+            format!(
+                "must be positive and at most {MAX_RATE:.0e}, got {}",
+                readable(p.cpi)
+            ),
+        ));
     }
     if !(0.0..=1.0).contains(&p.fp) {
         return Err((
             pat("fp"),
-            format!("must be a fraction in [0, 1], got {}", p.fp),
+            format!("must be a fraction in [0, 1], got {}", readable(p.fp)),
         ));
     }
     let miss = miss_curve(p.mpki, p.mpki_table, pat)?;
@@ -606,8 +658,14 @@ fn resolve_phase(
     };
     let end = phase_end(p.barrier, p.sleep_ms, pat)?;
     let mlp = p.mlp.unwrap_or(1.0);
-    if !(mlp.is_finite() && mlp >= 1.0) {
-        return Err((pat("mlp"), format!("must be at least 1, got {mlp}")));
+    if !(mlp.is_finite() && (1.0..=MAX_RATE).contains(&mlp)) {
+        return Err((
+            pat("mlp"),
+            format!(
+                "must be between 1 and {MAX_RATE:.0e}, got {}",
+                readable(mlp)
+            ),
+        ));
     }
     Ok(Phase {
         instructions: p.instructions,
@@ -636,10 +694,15 @@ fn miss_curve(
         }
         (Some(m), None) => {
             let ws = size_of(&m.ws).map_err(|e| (pat("mpki.ws"), e))?;
-            if !(m.max.is_finite() && m.min.is_finite() && m.min >= 0.0 && m.max >= m.min) {
+            if !(m.max.is_finite() && m.min.is_finite() && m.min >= 0.0 && m.max >= m.min)
+                || m.max > MAX_RATE
+            {
                 return Err((
                     pat("mpki"),
-                    format!("need 0 <= min <= max, got min {} max {}", m.min, m.max),
+                    format!(
+                        "need 0 <= min <= max <= {MAX_RATE:.0e}, got min {} max {}",
+                        m.min, m.max
+                    ),
                 ));
             }
             MissCurve::Knee {
@@ -649,8 +712,14 @@ fn miss_curve(
             }
         }
         (None, Some(t)) => {
-            if t.is_empty() || t.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
-                return Err((pat("mpki_table"), "needs non-negative values".into()));
+            if t.is_empty()
+                || t.iter()
+                    .any(|v| !(v.is_finite() && (0.0..=MAX_RATE).contains(v)))
+            {
+                return Err((
+                    pat("mpki_table"),
+                    format!("needs values between 0 and {MAX_RATE:.0e}"),
+                ));
             }
             MissCurve::Table { mpki: t }
         }
@@ -672,10 +741,18 @@ fn phase_end(
             ))
         }
         (true, None) => PhaseEnd::Barrier,
-        (false, Some(ms)) if ms.is_finite() && ms > 0.0 => PhaseEnd::Sleep {
+        (false, Some(ms)) if ms.is_finite() && ms > 0.0 && ms <= 3.6e6 => PhaseEnd::Sleep {
             ns: (ms * 1e6) as u64,
         },
-        (false, Some(ms)) => return Err((pat("sleep_ms"), format!("must be positive, got {ms}"))),
+        (false, Some(ms)) => {
+            return Err((
+                pat("sleep_ms"),
+                format!(
+                    "must be positive and at most an hour (3.6e6 ms), got {}",
+                    readable(ms)
+                ),
+            ))
+        }
         (false, None) => PhaseEnd::Next,
     })
 }
@@ -795,15 +872,17 @@ barrier = true
     #[test]
     fn malformed_workloads_name_the_field() {
         let cases = [
-            (("cpi = 1.0", "cpi = -1.0"), "w.toml: apps[0].threads[0].phases[0].cpi: must be positive, got -1"),
+            (("cpi = 1.0", "cpi = -1.0"), "w.toml: apps[0].threads[0].phases[0].cpi: must be positive and at most 1e4, got -1"),
             (("fp = 0.5", "fp = 1.5"), "w.toml: apps[0].threads[0].phases[0].fp: must be a fraction in [0, 1], got 1.5"),
-            (("fp = 0.5", "fp = 0.5\nmlp = 0.5"), "w.toml: apps[0].threads[0].phases[0].mlp: must be at least 1, got 0.5"),
+            (("fp = 0.5", "fp = 0.5\nmlp = 0.5"), "w.toml: apps[0].threads[0].phases[0].mlp: must be between 1 and 1e4, got 0.5"),
             (("df = 0", "df = 3"), "w.toml: apps[0].threads[0].phases[0].df: no data fragment 3 (the app has 1)"),
             (("count = \"cores\"", "count = \"lots\""), "w.toml: apps[0].threads[0].count: \"lots\" is not a count (an integer, \"cores\", \"K*cores\", \"cores+M\", \"cores-M\" or \"cores/K\")"),
             (("count = \"cores\"", "count = \"2000000*cores\""), "w.toml: apps[0].copies: more than 1048576 threads at once"),
             (("barrier = true", "barrier = true\nsleep_ms = 3"), "w.toml: apps[0].threads[0].phases[0].barrier: a phase ends in a barrier or a sleep, not both"),
             (("repeat = 3", "repeat = 0"), "w.toml: apps[0].threads[0].repeat: must be at least 1, got 0"),
-            (("min = 1", "min = 30"), "w.toml: apps[0].threads[0].phases[0].mpki: need 0 <= min <= max, got min 30 max 20"),
+            (("min = 1", "min = 30"), "w.toml: apps[0].threads[0].phases[0].mpki: need 0 <= min <= max <= 1e4, got min 30 max 20"),
+            (("cpi = 1.0", "cpi = 1e300"), "w.toml: apps[0].threads[0].phases[0].cpi: must be positive and at most 1e4, got 1e300"),
+            (("repeat = 3", "repeat = 3e9"), "w.toml: line 8: repeat: invalid type: floating point `3000000000.0`, expected i64"),
             (("cpi = 1.0", "cpu = 1.0"), "w.toml: line 11: unknown field `cpu`, expected one of `instructions`, `cpi`, `mpki`, `mpki_table`, `fp`, `mlp`, `df`, `df_writes`, `alloc`, `free`, `barrier`, `sleep_ms`, `once`"),
         ];
         for ((from, to), want) in cases {
