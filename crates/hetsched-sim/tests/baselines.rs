@@ -5,8 +5,10 @@ use hetsched_core::machine_file::parse_machine;
 use hetsched_core::policies::policy_by_name;
 use hetsched_core::Topology;
 use hetsched_sim::baseline::{baseline_by_name, BaselineEntry};
-use hetsched_sim::workload::{AppSpec, MissCurve, Phase, PhaseEnd, ThreadSpec, Workload};
+use hetsched_sim::workload::{Phase, PhaseEnd, ThreadSpec, Workload};
 use hetsched_sim::{simulate, SimConfig};
+
+mod common;
 
 /// One full-speed core and one at half duty (as `hetsched emulate --duty 0.5` makes one).
 fn one_fast_one_slow() -> Topology {
@@ -39,41 +41,13 @@ shared_by = 1
     .unwrap()
 }
 
+/// A CPU-bound phase: CPI 1, no LLC misses.
 fn cpu_phase(instructions: f64, end: PhaseEnd) -> Phase {
-    Phase {
-        instructions,
-        cpi: 1.0,
-        miss: MissCurve::Knee {
-            mpki_max: 0.0,
-            mpki_min: 0.0,
-            ws_bytes: 64 << 10,
-        },
-        fp_fraction: 0.0,
-        mlp: 1.0,
-        data_fragment: None,
-        df_writes: false,
-        alloc_bytes: 0,
-        free_bytes: 0,
-        once: false,
-        end,
-    }
+    common::phase(instructions, 1.0, 0.0, end)
 }
 
 fn job(threads: u32, phases: Vec<Phase>, repeat: u32) -> Workload {
-    Workload {
-        name: "job".into(),
-        description: String::new(),
-        apps: vec![AppSpec {
-            name: "job".into(),
-            copies: 1,
-            arrival_ns: 0,
-            restart: false,
-            runs: None,
-            threads: vec![ThreadSpec::new("t", threads, phases, repeat)],
-            data_fragments: vec![],
-            cpus: None,
-        }],
-    }
+    common::app("job", threads, phases, repeat)
 }
 
 fn baseline(name: &str) -> &'static BaselineEntry {

@@ -8,45 +8,15 @@ use hetsched_sim::workload::{AppSpec, MissCurve, Phase, PhaseEnd, ThreadSpec, Wo
 use hetsched_sim::{simulate, SimConfig};
 use proptest::prelude::*;
 
+mod common;
+use common::phase;
+
 fn machine(name: &str) -> Topology {
     machine_preset(name).unwrap().unwrap()
 }
 
-fn phase(instructions: f64, cpi: f64, mpki: f64, end: PhaseEnd) -> Phase {
-    Phase {
-        instructions,
-        cpi,
-        miss: MissCurve::Knee {
-            mpki_max: mpki,
-            mpki_min: mpki,
-            ws_bytes: 64 << 10,
-        },
-        fp_fraction: 0.0,
-        mlp: 1.0,
-        data_fragment: None,
-        df_writes: false,
-        alloc_bytes: 0,
-        free_bytes: 0,
-        once: false,
-        end,
-    }
-}
-
 fn single(name: &str, phases: Vec<Phase>) -> Workload {
-    Workload {
-        name: name.into(),
-        description: String::new(),
-        apps: vec![AppSpec {
-            name: name.into(),
-            copies: 1,
-            arrival_ns: 0,
-            restart: false,
-            runs: None,
-            threads: vec![ThreadSpec::new("t", 1, phases, 1)],
-            data_fragments: vec![],
-            cpus: None,
-        }],
-    }
+    common::app(name, 1, phases, 1)
 }
 
 /// A test policy: pins every thread to `first` until `switch_ns`, then to `then`.
