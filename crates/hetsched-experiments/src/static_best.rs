@@ -203,6 +203,13 @@ pub fn fold_copies(workload: &Workload, run: &RunResult) -> RunResult {
                 cpu_s_by_class: (0..classes)
                     .map(|k| mine.iter().map(|a| a.cpu_s_by_class[k]).sum())
                     .collect(),
+                cpu_s_per_class: mine.iter().flat_map(|a| &a.cpu_s_per_class).fold(
+                    std::collections::BTreeMap::new(),
+                    |mut m, (class, s)| {
+                        *m.entry(class.clone()).or_insert(0.0) += s;
+                        m
+                    },
+                ),
                 class_migrations: mine.iter().map(|a| a.class_migrations).sum(),
                 fpu_usage: {
                     let u: Vec<f64> = mine.iter().filter_map(|a| a.fpu_usage).collect();

@@ -1,6 +1,7 @@
 //! Results of a run, as typed structs with a description on every field, so a JSON reader knows what each number is.
 
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// One app (workload entry) in one run.
 #[derive(Clone, Debug, Serialize)]
@@ -15,7 +16,10 @@ pub struct AppResult {
     #[serde(skip_serializing)]
     pub completion_times_s: Vec<f64>,
     /// CPU time of all its instances per core class (topology order), s (HASS Table 2).
+    #[serde(skip_serializing)]
     pub cpu_s_by_class: Vec<f64>,
+    /// The same, keyed by the class's name (the JSON's form).
+    pub cpu_s_per_class: BTreeMap<String, f64>,
     /// Times one of its threads moved to a core of another class (HASS Table 3).
     pub class_migrations: u64,
     /// FPU usage, 1 - empty FPU cycles / CPU cycles over all its threads (BulldOver equation 1).
@@ -123,7 +127,8 @@ pub struct RunResult {
 
 /// Speedup of `r` over `base`: the makespan ratio when the workload ends by itself (`finite`) and
 /// both runs finished; otherwise the geometric mean over apps of the ratio of mean completion
-/// times (closed-loop throughput).
+/// times (closed-loop throughput); and when no app completed in both runs, the ratio of the work
+/// done over the same simulated window (instructions retired): progress, never a silent 1.
 pub fn speedup(base: &RunResult, r: &RunResult, finite: bool) -> f64 {
     if finite && base.finished && r.finished && r.makespan_s > 0.0 {
         return base.makespan_s / r.makespan_s;
@@ -138,7 +143,12 @@ pub fn speedup(base: &RunResult, r: &RunResult, finite: bool) -> f64 {
         })
         .collect();
     if ratios.is_empty() {
-        return 1.0;
+        let window = |x: &RunResult| x.instructions / x.engine.simulated_s.max(1e-12);
+        return if base.instructions > 0.0 {
+            window(r) / window(base)
+        } else {
+            f64::NAN
+        };
     }
     (ratios.iter().map(|x| x.ln()).sum::<f64>() / ratios.len() as f64).exp()
 }

@@ -614,3 +614,30 @@ fn the_baseline_is_chosen_through_the_config() {
         "stacked {stacked} s vs spread {spread} s"
     );
 }
+
+/// A run that finishes nothing gets a speedup from the work it did over the same window, not a
+/// silent 1; per-class CPU time is keyed by the class's name.
+#[test]
+fn an_unfinished_run_is_compared_by_progress_and_classes_are_named() {
+    let smp = machine("amps-smp"); // cores 0-1 fast, 2-7 at 50% duty
+    let w = single("long", vec![phase(1e13, 1.0, 0.0, PhaseEnd::Next)]);
+    let cfg = SimConfig {
+        duration_ns: 2_000_000_000,
+        ..SimConfig::default()
+    };
+    let on = |core: u32| {
+        let p = Box::new(Pin {
+            first: CoreId(core),
+            then: CoreId(core),
+            switch_ns: u64::MAX,
+        });
+        simulate(&smp, &w, p, cfg.clone())
+    };
+    let (slow, fast) = (on(3), on(0));
+    assert!(!slow.finished && !fast.finished);
+    let s = hetsched_sim::metrics::speedup(&slow, &fast, true);
+    assert!((s - 2.0).abs() < 0.02, "progress speedup {s}");
+    let classes = &fast.apps[0].cpu_s_per_class;
+    assert_eq!(classes.keys().collect::<Vec<_>>(), ["fast", "slow"]);
+    assert!(classes["fast"] > 1.9 && classes["slow"] == 0.0, "{classes:?}");
+}

@@ -138,6 +138,18 @@ impl<'a> Simulation<'a> {
                             / NS_PER_S as f64
                     })
                     .collect(),
+                cpu_s_per_class: self
+                    .topo
+                    .classes()
+                    .iter()
+                    .enumerate()
+                    .map(|(k, class)| {
+                        let ns: f64 = spec_phases(si)
+                            .map(|p| self.class_ns[p * classes + k])
+                            .sum();
+                        (class.name.clone(), ns / NS_PER_S as f64)
+                    })
+                    .collect(),
                 class_migrations: spec_phases(si).map(|p| self.class_moves[p]).sum(),
                 instructions: llc[si][0],
                 llc_misses: llc[si][1],
