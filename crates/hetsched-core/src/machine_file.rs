@@ -388,7 +388,7 @@ cpus = "0-3"
             (("level = 3", "level = 2"), "m.toml: caches[1].cpus: core 0 is in two L2 caches"),
             (("cpus = \"0-1\"\nclass", "cpus = \"0-x\"\nclass"), "m.toml: cores[0].cpus: bad cpulist \"0-x\": \"x\" is not a CPU number"),
             (("freq_ghz = 3.0\n\n[[classes]]", "frq_ghz = 3.0\n\n[[classes]]"), "m.toml: line 8: unknown field `frq_ghz`, expected one of `name`, `freq_ghz`, `duty`, `cpi_factor`, `capacity`"),
-            (("name = \"tiny\"", "name = "), "m.toml: line 2: invalid string"),
+            (("name = \"tiny\"", "name = "), "m.toml: line 2: name: invalid string"),
             (("memory_latency_ns = 80", "memory_latency_ns = -80"), "m.toml: memory_latency_ns: must be a positive number, got -80"),
         ];
         for (edit, want) in cases {
