@@ -4,6 +4,7 @@
 mod live;
 mod machine;
 mod policies;
+mod provenance;
 mod report;
 mod reproduce;
 mod signature;
@@ -48,6 +49,17 @@ enum Command {
     Daemon(live::DaemonArgs),
     /// Show a running daemon's statistics.
     Stats(live::StatsArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) on stdout.
+    Man,
+}
+
+/// `hetsched completions SHELL`.
+#[derive(clap::Args, Debug)]
+struct CompletionsArgs {
+    /// The shell to complete for.
+    shell: clap_complete::Shell,
 }
 
 /// Bad input: a flag, a file or a value that cannot be used. Exit code 2.
@@ -92,6 +104,17 @@ fn main() -> ExitCode {
         Some(Command::Emulate(args)) => live::run_emulate(&args).map(|code| status = code),
         Some(Command::Daemon(args)) => live::run_daemon(&args),
         Some(Command::Stats(args)) => live::run_stats(&args),
+        Some(Command::Completions(args)) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(args.shell, &mut cmd, "hetsched", &mut std::io::stdout());
+            Ok(())
+        }
+        Some(Command::Man) => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(cmd)
+                .render(&mut std::io::stdout())
+                .map_err(anyhow::Error::from)
+        }
         None => simulate::run_simulate(&simulate::SimulateArgs {
             baseline: hetsched_sim::baseline::linux_6::NAME.into(),
             seed: 1,

@@ -1,11 +1,13 @@
 //! `hetsched reproduce`: the papers' experiments on the simulator, the paper's figure beside ours.
 
 use crate::bad_input;
+use crate::provenance::Provenance;
 use crate::report::{esc, heat_map_svg, histogram_svg, write_out};
 use crate::simulate::progress_bar;
 use clap::Args;
 use hetsched_core::policies::STATIC_BEST;
 use hetsched_experiments::reproduce::{experiments, run_experiment, Experiment, Row};
+use serde::Serialize;
 use std::fmt::Write;
 use std::path::PathBuf;
 
@@ -16,16 +18,79 @@ pub struct ReproduceArgs {
     /// List the experiments and exit.
     #[arg(long)]
     pub list: bool,
-    /// Print one JSON document on stdout: a list of experiments.
-    #[arg(long)]
+    /// Print one JSON document on stdout: the experiments and what produced them (with `--list`,
+    /// the experiments' names).
+    #[arg(long, conflicts_with = "csv")]
     pub json: bool,
+    /// Print CSV on stdout: a header, then one row per experiment row (docs/json.md).
+    #[arg(long)]
+    pub csv: bool,
     /// Write report.html (tables and the paper-style figures) and results.json here.
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
 
+/// `reproduce --json`: the experiments, with what produced them.
+#[derive(Serialize)]
+struct ReproduceJson<'a> {
+    #[serde(flatten)]
+    provenance: Provenance,
+    experiments: &'a [Experiment],
+}
+
+/// One row of `reproduce --csv`.
+#[derive(Serialize)]
+struct CsvRow<'a> {
+    experiment: &'a str,
+    paper: &'a str,
+    kernel_baseline: &'a str,
+    label: &'a str,
+    paper_value: Option<f64>,
+    our_value: f64,
+    unit: &'a str,
+    /// Empty for an informational row.
+    holds: Option<bool>,
+    note: &'a str,
+}
+
+/// Every row of every experiment as CSV.
+fn write_csv(done: &[Experiment], out: impl std::io::Write) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    for e in done {
+        for r in &e.rows {
+            w.serialize(CsvRow {
+                experiment: &e.experiment,
+                paper: &e.paper,
+                kernel_baseline: &e.baseline,
+                label: &r.label,
+                paper_value: r.paper_value,
+                our_value: r.our_value,
+                unit: &r.unit,
+                holds: r.holds,
+                note: &r.note,
+            })?;
+        }
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// One line of `reproduce --list --json`.
+#[derive(Serialize)]
+struct ExperimentName {
+    name: &'static str,
+    reproduces: &'static str,
+}
+
 pub fn run_reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
     if args.list {
+        if args.json {
+            let list: Vec<ExperimentName> = experiments()
+                .map(|&(name, reproduces)| ExperimentName { name, reproduces })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&list)?);
+            return Ok(());
+        }
         for (name, what) in experiments() {
             println!("{name:<20} {what}");
         }
@@ -62,7 +127,13 @@ pub fn run_reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
         write_out(dir, &done, &report(&done))?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&done)?);
+        let doc = ReproduceJson {
+            provenance: Provenance::new([]),
+            experiments: &done,
+        };
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else if args.csv {
+        write_csv(&done, std::io::stdout().lock())?;
     } else {
         for e in &done {
             print!("{}", table(e));

@@ -1,6 +1,7 @@
 //! `hetsched simulate` and `hetsched workloads`.
 
 use crate::machine::resolve_machine;
+use crate::provenance::Provenance;
 use crate::topo::{print_named, NamedJson};
 use crate::{bad_input, report};
 use clap::Args;
@@ -69,8 +70,11 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 4.0, allow_negative_numbers = true)]
     pub quantum_ms: f64,
     /// Print one JSON document on stdout.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     pub json: bool,
+    /// Print CSV on stdout: a header, then one row per policy, app and seed (docs/json.md).
+    #[arg(long)]
+    pub csv: bool,
     /// Write report.html (Gantt chart, completion bars) and results.json into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -282,6 +286,9 @@ pub struct EngineTotals {
 
 #[derive(Serialize)]
 pub struct SimulateJson {
+    /// What produced this document (docs/json.md).
+    #[serde(flatten)]
+    pub provenance: Provenance,
     pub machine: String,
     pub workload: String,
     pub seed: u64,
@@ -290,6 +297,8 @@ pub struct SimulateJson {
     pub speedup_basis: &'static str,
     /// The simulated kernel's balancer every policy ran under (docs/baselines.md).
     pub kernel_baseline: &'static str,
+    /// The scheduler tick and time slice, ms.
+    pub quantum_ms: f64,
     pub baseline: PolicySummary,
     pub results: Vec<PolicySummary>,
     pub engine: EngineTotals,
@@ -449,6 +458,10 @@ pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
         0.0
     };
     let doc = SimulateJson {
+        provenance: Provenance::new([
+            args.machine.as_deref().unwrap_or(DEFAULT_MACHINE),
+            args.workload.as_deref().unwrap_or(DEFAULT_WORKLOAD),
+        ]),
         machine: plan.topology.name().to_string(),
         workload: plan.workload.name.clone(),
         seed: plan.seeds[0],
@@ -459,6 +472,7 @@ pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
             "geometric mean of per-app completion-time ratios"
         },
         kernel_baseline: plan.cfg.baseline.name,
+        quantum_ms: plan.cfg.quantum_ns as f64 / 1e6,
         baseline: results[0].clone(),
         results,
         engine,
@@ -469,9 +483,64 @@ pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else if args.csv {
+        write_csv(&doc, &plan, std::io::stdout().lock())?;
     } else {
         print!("{}", table(&doc));
     }
+    Ok(())
+}
+
+/// One row of `simulate --csv`: a policy's run on one seed, for one app.
+#[derive(Serialize)]
+struct CsvRow<'a> {
+    machine: &'a str,
+    workload: &'a str,
+    kernel_baseline: &'a str,
+    policy: &'a str,
+    seed: u64,
+    finished: bool,
+    makespan_s: f64,
+    /// This run's speedup over the baseline policy's run on the same seed.
+    speedup_vs_baseline: f64,
+    app: &'a str,
+    completion_s: Option<f64>,
+    completions: u64,
+    cpu_s: f64,
+    instructions: f64,
+    llc_misses: f64,
+    migrations: u64,
+}
+
+/// Every run of the document as CSV rows (policy-major, seed, then app).
+fn write_csv(doc: &SimulateJson, plan: &Plan, out: impl std::io::Write) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    let k = plan.seeds.len();
+    let finite = plan.workload.is_finite();
+    for (i, r) in doc.runs.iter().enumerate() {
+        let base = &doc.runs[i % k];
+        let speedup_vs_baseline = speedup(base, r, finite);
+        for a in &r.apps {
+            w.serialize(CsvRow {
+                machine: &doc.machine,
+                workload: &doc.workload,
+                kernel_baseline: doc.kernel_baseline,
+                policy: &r.policy,
+                seed: r.seed,
+                finished: r.finished,
+                makespan_s: r.makespan_s,
+                speedup_vs_baseline,
+                app: &a.name,
+                completion_s: a.completion_s,
+                completions: a.completions,
+                cpu_s: a.cpu_s(),
+                instructions: a.instructions,
+                llc_misses: a.llc_misses,
+                migrations: r.migrations,
+            })?;
+        }
+    }
+    w.flush()?;
     Ok(())
 }
 

@@ -49,3 +49,21 @@ fn json_is_the_registry() {
         assert_eq!(p.name(), name);
     }
 }
+
+#[test]
+fn completions_and_the_man_page_are_generated_from_the_commands() {
+    let (code, out, err) = hetsched(&["completions", "bash"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("simulate") && out.contains("--baseline"),
+        "{out}"
+    );
+    let (code, out, err) = hetsched(&["man"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with(".ie") && out.contains(".TH hetsched 1"),
+        "{out}"
+    );
+    let (code, _, _) = hetsched(&["completions", "tcsh"]);
+    assert_eq!(code, 2);
+}

@@ -10,8 +10,11 @@ fn repeatability_json_has_the_contract_fields_and_holds() {
     let (code, out, err) = hetsched(&["reproduce", "amps-repeatability", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
-    let e = &v[0];
+    assert_eq!(v["schema_version"], 2);
+    assert!(v["hetsched_version"].is_string() && v["command"].is_array());
+    let e = &v["experiments"][0];
     assert_eq!(e["experiment"], "amps-repeatability");
+    assert_eq!(e["baseline"], "linux-cfs");
     assert_eq!(e["paper"], hetsched_core::policies::citations::AMPS);
     for r in e["rows"].as_array().unwrap() {
         for k in ["label", "paper_value", "our_value", "unit"] {
@@ -75,9 +78,12 @@ fn ipc_driven_json_exits_0_and_lists_beside_hass() {
     let (code, out, err) = hetsched(&["reproduce", "ipc-driven", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
-    assert_eq!(v[0]["experiment"], "ipc-driven");
-    assert_eq!(v[0]["paper"], hetsched_core::policies::citations::HASS);
-    let rows = v[0]["rows"].as_array().unwrap();
+    assert_eq!(v["experiments"][0]["experiment"], "ipc-driven");
+    assert_eq!(
+        v["experiments"][0]["paper"],
+        hetsched_core::policies::citations::HASS
+    );
+    let rows = v["experiments"][0]["rows"].as_array().unwrap();
     assert!(rows
         .iter()
         .any(|r| r["label"] == "AMD-2,2 HH: IPC-driven speedup vs default"));
@@ -95,7 +101,7 @@ fn the_matrix_has_every_policy_on_every_scenario_and_each_paper_wins_at_home() {
     ]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
-    let m = &v[0]["matrix"];
+    let m = &v["experiments"][0]["matrix"];
     let policies: Vec<&str> = m["policies"]
         .as_array()
         .unwrap()
@@ -179,7 +185,7 @@ fn the_matrix_has_every_policy_on_every_scenario_and_each_paper_wins_at_home() {
             .any(|sc| cell(sc, "hetsched") > cell(sc, p) * 1.01);
         assert!(beaten, "hetsched never beats {p} off {home}'s ground");
     }
-    assert_eq!(v[0]["holds"], true, "the checked rows agree");
+    assert_eq!(v["experiments"][0]["holds"], true, "the checked rows agree");
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     let cells = html.matches("<rect").count();
     assert!(
@@ -187,4 +193,32 @@ fn the_matrix_has_every_policy_on_every_scenario_and_each_paper_wins_at_home() {
         "{cells} cells in the heat map"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_list_is_json_with_json() {
+    let (code, out, err) = hetsched(&["reproduce", "--list", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
+    let list = v.as_array().unwrap();
+    assert!(list
+        .iter()
+        .any(|e| e["name"] == "amps-smp" && e["reproduces"].is_string()));
+    assert!(list.iter().any(|e| e["name"] == "matrix"));
+}
+
+#[test]
+fn csv_has_a_row_per_experiment_row() {
+    let (code, out, err) = hetsched(&["reproduce", "amps-repeatability", "--csv"]);
+    assert_eq!(code, 0, "{err}");
+    let mut r = out.lines();
+    assert_eq!(
+        r.next(),
+        Some("experiment,paper,kernel_baseline,label,paper_value,our_value,unit,holds,note")
+    );
+    let rows: Vec<&str> = r.collect();
+    assert!(
+        rows.len() >= 3 && rows.iter().all(|l| l.starts_with("amps-repeatability,")),
+        "{out}"
+    );
 }

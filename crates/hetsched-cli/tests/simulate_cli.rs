@@ -25,10 +25,24 @@ fn json_has_the_contract_fields() {
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
     for k in [
-        "machine", "workload", "seed", "baseline", "results", "engine",
+        "machine",
+        "workload",
+        "seed",
+        "baseline",
+        "results",
+        "engine",
+        "schema_version",
+        "hetsched_version",
+        "command",
+        "inputs",
+        "kernel_baseline",
+        "quantum_ms",
     ] {
         assert!(!v[k].is_null(), "missing {k}");
     }
+    // The default scenario's inputs are presets: named, not hashed.
+    assert_eq!(v["inputs"][0]["name"], "amps-smp");
+    assert!(v["inputs"][0]["sha256"].is_null());
     let r = &v["results"][0];
     for k in [
         "policy",
@@ -247,4 +261,33 @@ fn unbounded_or_absurd_workloads_and_an_empty_policy_are_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("names no policy"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--csv`: a header, then one row per policy, app and seed, each with the run's speedup.
+#[test]
+fn csv_has_a_row_per_policy_app_and_seed() {
+    let (code, out, err) = hetsched(&["simulate", "--csv", "--seeds", "2", "--policy", "amps"]);
+    assert_eq!(code, 0, "{err}");
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    for k in [
+        "policy",
+        "seed",
+        "app",
+        "speedup_vs_baseline",
+        "completion_s",
+        "kernel_baseline",
+    ] {
+        assert!(header.contains(&k), "{header:?}");
+    }
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    // linux-default and amps, 2 seeds, the default scenario's 3 apps.
+    assert_eq!(rows.len(), 2 * 2 * 3, "{out}");
+    let col = |k: &str| header.iter().position(|h| *h == k).unwrap();
+    for r in &rows {
+        assert_eq!(r.len(), header.len());
+        if r[col("policy")] == "linux-default" {
+            assert_eq!(r[col("speedup_vs_baseline")], "1.0");
+        }
+    }
 }

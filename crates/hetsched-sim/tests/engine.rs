@@ -639,5 +639,8 @@ fn an_unfinished_run_is_compared_by_progress_and_classes_are_named() {
     assert!((s - 2.0).abs() < 0.02, "progress speedup {s}");
     let classes = &fast.apps[0].cpu_s_per_class;
     assert_eq!(classes.keys().collect::<Vec<_>>(), ["fast", "slow"]);
-    assert!(classes["fast"] > 1.9 && classes["slow"] == 0.0, "{classes:?}");
+    assert!(
+        classes["fast"] > 1.9 && classes["slow"] == 0.0,
+        "{classes:?}"
+    );
 }
