@@ -243,28 +243,31 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<u8> {
 fn print_report(r: &RunReport) {
     let e = &r.engine;
     eprintln!(
-        "hetsched run: {} on {}{}: {:.2} s, {} thread(s) seen, {} placement(s) applied of {} asked ({} held by dwell, {} by the cap)",
+        "hetsched run: {} on {}{}: {:.2} s, {} thread(s) seen ({} at most at once), {} placement(s) applied of {} asked ({} held by dwell, {} by the cap)",
         e.policy,
         r.machine,
         if e.dry_run { " (dry run)" } else { "" },
         r.wall_s,
         e.threads_seen,
+        e.threads_peak,
         e.decisions.applied,
         e.decisions.placements,
         e.decisions.held_by_dwell,
         e.decisions.held_by_cap
     );
-    let mut per_class: std::collections::BTreeMap<&str, f64> = Default::default();
-    for t in &e.threads {
-        for (k, v) in &t.class_s {
-            *per_class.entry(k).or_default() += v;
-        }
-    }
-    let classes: Vec<String> = per_class
+    let classes: Vec<String> = e
+        .class_s
         .iter()
         .map(|(k, v)| format!("{k} {v:.2} s"))
         .collect();
     eprintln!("  CPU time by core class: {}", classes.join(", "));
+    // The busiest process names (the JSON has every one, up to the engine's cap).
+    for p in e.processes.iter().take(5) {
+        eprintln!(
+            "  {}: {} process(es), {} thread(s), {:.2} CPU s, {} placement(s)",
+            p.name, p.processes, p.threads, p.cpu_s, p.placements_applied
+        );
+    }
     eprintln!(
         "  counters: {}{}",
         e.counters.join(", "),

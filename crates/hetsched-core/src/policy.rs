@@ -105,11 +105,15 @@ pub trait Policy: Send {
     fn rebalance(&mut self, view: &View<'_>, out: &mut Vec<Placement>);
 
     /// A thread appeared. Return a placement to apply before it first runs.
+    ///
+    /// `thread` may be the id of a thread that exited earlier (the live backend reuses ids to keep
+    /// its memory bounded under thread churn): it is a new thread, and nothing the policy kept
+    /// about the old one may carry over to it.
     fn on_thread_start(&mut self, _view: &View<'_>, _thread: ThreadId) -> Option<CpuSet> {
         None
     }
 
-    /// A thread is gone.
+    /// A thread is gone; its id may be given to a new thread later.
     fn on_thread_exit(&mut self, _view: &View<'_>, _thread: ThreadId) {}
 
     /// A core has nothing to run (faster-core-first policies pull here).

@@ -294,6 +294,11 @@ impl CounterPlan {
     }
 
     /// Open the plan's counters on thread `tid`.
+    /// Descriptors [`open`](Self::open) takes per thread.
+    pub fn fds_per_thread(&self) -> u64 {
+        self.groups.iter().map(|g| g.len() as u64).sum()
+    }
+
     pub fn open(&self, tid: u32) -> Result<ThreadCounters, SysError> {
         let mut groups = Vec::with_capacity(self.groups.len());
         for g in &self.groups {

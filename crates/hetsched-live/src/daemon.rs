@@ -41,9 +41,6 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_HINT_SOCKET: &str = "/run/hetsched/hint.sock";
 /// Default location of the daemon's statistics socket.
 pub const DEFAULT_STATS_SOCKET: &str = "/run/hetsched/stats.sock";
-/// An engine with no live threads is started afresh once it has seen this many (bounded memory:
-/// an exited thread keeps a fixed-size record until then).
-pub const ENGINE_RECYCLE_THREADS: usize = 4096;
 
 fn default_interval() -> u64 {
     100
@@ -148,6 +145,9 @@ pub struct DaemonStats {
     pub uptime_s: f64,
     pub daemon_cpu_s: f64,
     pub fraction_of_one_core: f64,
+    /// The daemon's resident memory now and at its peak, kB.
+    pub rss_kb: u64,
+    pub peak_rss_kb: u64,
     pub connector: bool,
     pub hints: crate::hints::HintCounts,
     pub rules: Vec<RuleStats>,
@@ -196,8 +196,12 @@ pub fn openmetrics(s: &DaemonStats) -> String {
         o.push_str(&format!("hetsched_hints_total{{result=\"{k}\"}} {v}\n"));
     }
     o.push_str(&format!(
-        "# TYPE hetsched_daemon_cpu_seconds counter\nhetsched_daemon_cpu_seconds_total {}\n# EOF\n",
+        "# TYPE hetsched_daemon_cpu_seconds counter\nhetsched_daemon_cpu_seconds_total {}\n",
         s.daemon_cpu_s
+    ));
+    o.push_str(&format!(
+        "# TYPE hetsched_daemon_resident_bytes gauge\n# HELP hetsched_daemon_resident_bytes The daemon's resident memory.\nhetsched_daemon_resident_bytes {}\n# EOF\n",
+        s.rss_kb * 1024
     ));
     o
 }
@@ -404,7 +408,10 @@ struct Daemon {
 impl Daemon {
     /// The statistics now.
     fn stats(&self) -> DaemonStats {
+        let (rss_kb, peak_rss_kb) = sys::process_memory_kb();
         DaemonStats {
+            rss_kb,
+            peak_rss_kb,
             uptime_s: self.start.elapsed().as_secs_f64(),
             daemon_cpu_s: sys::process_cpu_s() - self.cpu0,
             fraction_of_one_core: (sys::process_cpu_s() - self.cpu0)
@@ -505,7 +512,17 @@ fn apply_changes(changes: &mut Changes, engines: &mut [RuleEngine]) {
 
 /// Read the statistics of a running daemon.
 pub fn read_stats(socket: &Path) -> io::Result<String> {
-    let mut s = std::os::unix::net::UnixStream::connect(socket)?;
+    // A daemon busy taking in a burst of threads may have its queue of waiting clients full for
+    // a moment: try again for up to 5 s.
+    let give_up = Instant::now() + Duration::from_secs(5);
+    let mut s = loop {
+        match std::os::unix::net::UnixStream::connect(socket) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            r => break r?,
+        }
+    };
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut out = String::new();
     s.read_to_string(&mut out)?;
@@ -569,6 +586,8 @@ mod tests {
             uptime_s: 1.0,
             daemon_cpu_s: 0.01,
             fraction_of_one_core: 0.01,
+            rss_kb: 6000,
+            peak_rss_kb: 9000,
             connector: false,
             hints: Default::default(),
             rules: vec![RuleStats {
@@ -592,6 +611,7 @@ mod tests {
         let m = openmetrics(&s);
         assert!(m.contains("hetsched_threads{policy=\"amps\",class=\"fast\"} 2\n"));
         assert!(m.contains("hetsched_cpu_seconds_total{policy=\"amps\",class=\"slow\"} 0.5\n"));
+        assert!(m.contains("hetsched_daemon_resident_bytes 6144000\n"));
         assert!(m.ends_with("# EOF\n"));
     }
 }

@@ -148,6 +148,10 @@ impl Journal {
             if let Some(moved) = self.file.threads.get(i) {
                 self.index.insert(moved.tid, i);
             }
+            let (len, capacity) = (self.file.threads.len(), self.file.threads.capacity());
+            if capacity > 4 * len + 1024 {
+                self.file.threads.shrink_to_fit();
+            }
         }
     }
 
@@ -162,8 +166,11 @@ impl Journal {
     /// Write the journal (atomically: a new file renamed over the old).
     pub fn flush(&self) -> io::Result<()> {
         let tmp = self.path.with_extension("json.tmp");
-        let text = serde_json::to_string(&self.file).map_err(io::Error::other)?;
-        fs::write(&tmp, text)?;
+        // Streamed: a journal of many threads is never held as one string.
+        let mut out = io::BufWriter::new(fs::File::create(&tmp)?);
+        serde_json::to_writer(&mut out, &self.file).map_err(io::Error::other)?;
+        io::Write::flush(&mut out)?;
+        drop(out);
         fs::rename(&tmp, &self.path)
     }
 

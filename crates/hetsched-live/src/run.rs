@@ -66,6 +66,8 @@ pub struct Overhead {
     pub steady_cpu_s: f64,
     pub steady_wall_s: f64,
     pub steady_fraction_of_one_core: f64,
+    /// hetsched's own peak resident memory, kB (the program's is not in it).
+    pub peak_rss_kb: u64,
 }
 
 /// The report of a run.
@@ -424,6 +426,7 @@ impl Session {
                 } else {
                     0.0
                 },
+                peak_rss_kb: sys::process_memory_kb().1,
             },
         }
     }

@@ -29,7 +29,22 @@ fn sys_err(tid: u32) -> SysError {
 #[derive(Clone, Copy)]
 pub struct OsMask(libc::cpu_set_t);
 
+/// 64-bit words in a `cpu_set_t` (glibc's is 1,024 bits of `unsigned long`).
+const MASK_WORDS: usize = size_of::<libc::cpu_set_t>() / 8;
+
 impl OsMask {
+    /// The mask as words: CPU `i` is bit `i % 64` of word `i / 64`.
+    fn words(&self) -> &[u64; MASK_WORDS] {
+        // SAFETY: cpu_set_t is an array of unsigned long (8-byte aligned plain bits), exactly
+        // MASK_WORDS of them.
+        unsafe { &*(&raw const self.0).cast::<[u64; MASK_WORDS]>() }
+    }
+
+    fn words_mut(&mut self) -> &mut [u64; MASK_WORDS] {
+        // SAFETY: as in `words`; any bit pattern is a valid cpu_set_t.
+        unsafe { &mut *(&raw mut self.0).cast::<[u64; MASK_WORDS]>() }
+    }
+
     fn bytes(&self) -> &[u8] {
         // SAFETY: cpu_set_t is plain bits with no padding; viewing it as bytes is sound.
         unsafe {
@@ -109,6 +124,37 @@ impl OsMask {
         CpuSet::parse_list(text)
             .ok()
             .map(|s| OsMask::from_cpus(s.iter().map(|c| c.0)))
+    }
+}
+
+/// An [`OsMask`] as the engine keeps one per thread: the first 128 CPUs inline, the whole mask
+/// boxed only when a CPU above 127 is in it (24 bytes a mask instead of 128 on all but the
+/// largest machines; lossless either way).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PackedMask {
+    Small([u64; 2]),
+    Whole(Box<OsMask>),
+}
+
+impl PackedMask {
+    pub fn pack(mask: &OsMask) -> Self {
+        let words = mask.words();
+        if words[2..].iter().all(|&w| w == 0) {
+            PackedMask::Small([words[0], words[1]])
+        } else {
+            PackedMask::Whole(Box::new(*mask))
+        }
+    }
+
+    pub fn unpack(&self) -> OsMask {
+        match self {
+            PackedMask::Small(w) => {
+                let mut m = OsMask::empty();
+                m.words_mut()[..2].copy_from_slice(w);
+                m
+            }
+            PackedMask::Whole(m) => **m,
+        }
     }
 }
 
@@ -198,20 +244,106 @@ pub fn set_fifo(priority: i32) -> io::Result<()> {
     }
 }
 
-/// Raise the soft open-file limit to the hard one (the backend holds descriptors per thread).
+/// Raise the open-file limit as far as allowed (the backend holds descriptors per thread): to
+/// the system's ceiling (`fs.nr_open`, at most 2^20) with the privilege to raise the hard limit,
+/// else the soft limit to the hard one. Sets the [`FdBudget`] from the result.
 pub fn raise_fd_limit() -> u64 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
+    let ceiling: u64 = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0)
+        .min(1 << 20);
     // SAFETY: lim is a valid rlimit.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &raw const lim);
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut lim) == 0 {
+            let want = libc::rlimit {
+                rlim_cur: ceiling.max(lim.rlim_max),
+                rlim_max: ceiling.max(lim.rlim_max),
+            };
+            if want.rlim_max > lim.rlim_max
+                && libc::setrlimit(libc::RLIMIT_NOFILE, &raw const want) == 0
+            {
+                lim = want;
+            } else if lim.rlim_cur < lim.rlim_max {
+                lim.rlim_cur = lim.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &raw const lim);
+            }
         }
     }
+    FD_BUDGET.set_limit(lim.rlim_cur);
     lim.rlim_cur
+}
+
+/// Descriptors kept free of per-thread use: sockets, journal writes, /proc listings.
+pub const FD_RESERVE: u64 = 256;
+
+/// The descriptors this process may hold for the threads it manages, shared by every engine in
+/// it: the open-file limit less [`FD_RESERVE`]. A thread that would pass it is left to the kernel
+/// (unmanaged) rather than half-watched. Unlimited until [`raise_fd_limit`] sets it.
+pub struct FdBudget {
+    limit: std::sync::atomic::AtomicU64,
+    used: std::sync::atomic::AtomicU64,
+}
+
+/// The process's budget.
+pub static FD_BUDGET: FdBudget = FdBudget {
+    limit: std::sync::atomic::AtomicU64::new(u64::MAX),
+    used: std::sync::atomic::AtomicU64::new(0),
+};
+
+impl FdBudget {
+    fn set_limit(&self, open_files: u64) {
+        self.limit.store(
+            open_files.saturating_sub(FD_RESERVE),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// The descriptors allowed for threads.
+    pub fn limit(&self) -> u64 {
+        self.limit.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Take `n` descriptors; false (nothing taken) when that would pass the limit.
+    pub fn take(&self, n: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.used
+            .fetch_update(Relaxed, Relaxed, |u| {
+                (u.saturating_add(n) <= self.limit()).then_some(u + n)
+            })
+            .is_ok()
+    }
+
+    pub fn give_back(&self, n: u64) {
+        self.used.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Give the heap's free memory back to the system (glibc keeps what freed threads' records held;
+/// `malloc_trim(3)`). Elsewhere a no-op.
+pub fn release_free_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Memory of the calling process, kB: resident now and at its peak (`VmRSS` and `VmHWM` of
+/// /proc/self/status; 0 when not readable).
+pub fn process_memory_kb() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
 
 /// CPU time the calling process has used, s (user + system, all threads).
@@ -258,6 +390,25 @@ pub fn move_pages(pid: u32, pages: &[usize], nodes: &[i32], status: &mut [i32]) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packed_masks_are_the_masks_they_packed() {
+        for cpus in [
+            vec![],
+            vec![0],
+            vec![0, 63, 64, 127],
+            vec![3, 128],
+            vec![1023],
+            (0..1024).step_by(7).collect(),
+        ] {
+            let m = OsMask::from_cpus(cpus.iter().copied());
+            let p = PackedMask::pack(&m);
+            assert_eq!(p.unpack(), m, "{cpus:?}");
+            let small = cpus.iter().all(|&c| c < 128);
+            assert_eq!(matches!(p, PackedMask::Small(_)), small, "{cpus:?}");
+            assert_eq!(p.unpack().cpus().collect::<Vec<_>>(), cpus);
+        }
+    }
 
     #[test]
     fn masks_round_trip_through_lists() {

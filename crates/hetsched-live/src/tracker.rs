@@ -328,11 +328,44 @@ impl Tracker {
     /// of processes whose thread count changed, and every [`FULL_SCAN_EVERY`]th lists them all.
     pub fn periodic(&mut self, changes: &mut Changes) {
         self.calls += 1;
+        self.shrink();
         let full = self.calls % FULL_SCAN_EVERY == 1;
         if self.connector.is_some() && !full {
             return;
         }
         self.scan_inner(changes, full);
+    }
+
+    /// Give back what a burst of threads left allocated in the tables (bounded memory: the tracker
+    /// returns to the size of what it tracks now).
+    fn shrink(&mut self) {
+        fn oversized(capacity: usize, len: usize) -> bool {
+            capacity > 4 * len + 1024
+        }
+        let mut shrunk = false;
+        if oversized(self.threads.capacity(), self.threads.len()) {
+            self.threads.shrink_to_fit();
+            shrunk = true;
+        }
+        if oversized(self.untouchable.capacity(), self.untouchable.len()) {
+            self.untouchable.shrink_to_fit();
+            shrunk = true;
+        }
+        if oversized(self.procs.capacity(), self.procs.len()) {
+            self.procs.shrink_to_fit();
+            shrunk = true;
+        }
+        if oversized(self.outside.capacity(), self.outside.len()) {
+            self.outside.shrink_to_fit();
+            shrunk = true;
+        }
+        if oversized(self.events.capacity(), self.events.len()) {
+            self.events.shrink_to_fit();
+            shrunk = true;
+        }
+        if shrunk {
+            crate::sys::release_free_memory();
+        }
     }
 
     /// Reconcile with /proc now: find new processes and threads of the scope, drop those gone.

@@ -12,6 +12,8 @@ pub mod ipc_driven;
 pub mod linux_default;
 pub mod numa_amp;
 pub mod partitions;
+#[cfg(test)]
+mod reuse_tests;
 
 use crate::policy::Policy;
 use amps::NumaMode;

@@ -7,7 +7,7 @@ impl Engine {
     pub(super) fn move_pages(&mut self) {
         let moves = std::mem::take(&mut self.page_moves);
         for m in moves {
-            let Some((&pid, _)) = self.apps.iter().find(|(_, &a)| a == m.app) else {
+            let Some((&pid, _)) = self.procs.iter().find(|(_, p)| p.app == m.app) else {
                 continue;
             };
             tracing::info!(
@@ -29,6 +29,8 @@ impl Engine {
     pub(super) fn apply(&mut self, first: bool) {
         let pending = std::mem::take(&mut self.pending);
         let mut todo: Vec<(usize, OsMask)> = Vec::new();
+        // Where each thread is in `todo`: a batch of thousands of new threads stays linear.
+        let mut at: HashMap<usize, usize> = HashMap::new();
         for p in pending {
             self.decisions.placements += 1;
             let i = p.thread.index();
@@ -48,8 +50,8 @@ impl Engine {
             }
             let mask = self.cpus.to_os(&target);
             let s = &self.slots[i];
-            let current = s.applied.unwrap_or(s.original);
-            if mask == current || todo.iter().any(|(j, m)| *j == i && *m == mask) {
+            let current = s.expected_mask();
+            if mask == current || at.get(&i).is_some_and(|&k| todo[k].1 == mask) {
                 self.decisions.unchanged += 1;
                 continue;
             }
@@ -65,8 +67,14 @@ impl Engine {
                 }
             }
             self.moves_this_interval += 1;
-            todo.retain(|(j, _)| *j != i);
-            todo.push((i, mask));
+            // A later placement of the same thread replaces the earlier one.
+            match at.get(&i) {
+                Some(&k) => todo[k].1 = mask,
+                None => {
+                    at.insert(i, todo.len());
+                    todo.push((i, mask));
+                }
+            }
         }
         if todo.is_empty() {
             return;
@@ -80,7 +88,7 @@ impl Engine {
                     s.comm,
                     mask.to_list()
                 );
-                s.applied = Some(mask);
+                s.applied = Some(PackedMask::pack(&mask));
                 s.last_move_ns = Some(self.now_ns);
                 self.decisions.applied += 1;
             }
@@ -89,11 +97,11 @@ impl Engine {
         // A thread whose mask is not what we left is the program's again.
         todo.retain(|&(i, _)| {
             let s = &mut self.slots[i];
-            let expected = s.applied.unwrap_or(s.original);
+            let expected = s.expected_mask();
             match sys::get_affinity(s.tid) {
                 Ok(now) if now == expected => true,
                 Ok(now) => {
-                    s.original = now;
+                    s.original = PackedMask::pack(&now);
                     s.applied = None;
                     self.obs[i].user_allowed = self.cpus.to_cores(&now).intersection(&self.managed);
                     self.obs[i].allowed = self.obs[i].user_allowed.clone();
@@ -113,8 +121,8 @@ impl Engine {
                 j.record(
                     s.tid,
                     s.start_ticks,
-                    &s.original,
-                    &s.applied.unwrap_or(s.original),
+                    &s.original.unpack(),
+                    &s.expected_mask(),
                     &mask,
                 );
             }
@@ -130,7 +138,7 @@ impl Engine {
             let s = &mut self.slots[i];
             match sys::set_affinity(s.tid, &mask) {
                 Ok(()) => {
-                    s.applied = Some(mask);
+                    s.applied = Some(PackedMask::pack(&mask));
                     s.last_move_ns = Some(self.now_ns);
                     s.placements_applied += 1;
                     self.decisions.applied += 1;
@@ -157,10 +165,20 @@ impl Engine {
         }
     }
 
-    /// One interval: observe, let the policy decide, act. `now_ns`: time since the start.
-    /// Write journal entries recorded since the last write (masks new threads inherited). Call
-    /// after a batch of [`add`](Self::add)s.
+    /// Apply the first placements of the threads added since the last call, and write journal
+    /// entries recorded since the last write (masks new threads inherited). Call after a batch
+    /// of [`add`](Self::add)s.
     pub fn sync_journal(&mut self) {
+        if !self.first_placements.is_empty() {
+            // Placements the policy made since stay behind the first ones (apply keeps the last
+            // placement of a thread).
+            let later = std::mem::replace(
+                &mut self.pending,
+                std::mem::take(&mut self.first_placements),
+            );
+            self.apply(true);
+            self.pending = later;
+        }
         if self.journal_dirty {
             self.journal_dirty = false;
             if let Some(Err(e)) = self.journal.as_ref().map(Journal::flush) {

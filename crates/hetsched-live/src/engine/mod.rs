@@ -21,7 +21,7 @@ use crate::counters::{CounterPlan, Role, ThreadCounters};
 use crate::journal::{Journal, Restored};
 use crate::pages::PageMover;
 use crate::procfs::{parse_stat, Proc};
-use crate::sys::{self, CpuMap, OsMask, SysError};
+use crate::sys::{self, CpuMap, OsMask, PackedMask, SysError};
 use crate::tracker::Found;
 use hetsched_core::observe::{CoreObs, ThreadObs, ThreadState, View};
 use hetsched_core::policy::{Hint, PageMove, Placement, Policy, Signal};
@@ -67,8 +67,12 @@ impl Default for EngineConfig {
     }
 }
 
-/// Per managed thread: what the kernel calls it and what the engine did to it.
+/// Per managed thread: what the kernel calls it and what the engine did to it. The slot of an
+/// exited thread (and its id) is given to the next new thread; what it did is folded into
+/// [`Totals`] first.
 struct Slot {
+    /// Descriptors taken from the [`sys::FD_BUDGET`] for it.
+    fds: u64,
     tid: u32,
     pid: u32,
     start_ticks: u64,
@@ -76,9 +80,9 @@ struct Slot {
     stat: Option<File>,
     counters: Option<ThreadCounters>,
     /// The mask the thread had when found (or that it set itself since).
-    original: OsMask,
+    original: PackedMask,
     /// The mask the engine set last.
-    applied: Option<OsMask>,
+    applied: Option<PackedMask>,
     last_move_ns: Option<u64>,
     /// CPU time per core class, ns (attributed to the class of the CPU seen at each interval).
     class_ns: Vec<f64>,
@@ -92,6 +96,83 @@ struct Slot {
     next_read: u64,
     last_read_ns: u64,
     reads: u32,
+}
+
+/// A process with managed threads.
+struct LiveProcess {
+    app: AppId,
+    /// Its command name: its main thread's, followed through exec.
+    name: String,
+    /// Its threads managed now. A process none of whose threads we manage stays while it lives
+    /// (its unmanaged threads may start managed ones), and is counted once it is gone.
+    threads: u32,
+    /// With the pid, a name no other process will have.
+    start_ticks: u64,
+}
+
+/// Most process names the summary keeps a row for; the processes of further names are counted
+/// together under [`OTHER_PROCESSES`] (bounded memory whatever a daemon sees in a month).
+pub const MAX_PROCESS_NAMES: usize = 256;
+
+/// Every this many intervals, processes without managed threads are checked for having ended.
+pub const PROCESS_SWEEP_TICKS: u64 = 100;
+
+/// The summary row of processes past [`MAX_PROCESS_NAMES`] names.
+pub const OTHER_PROCESSES: &str = "(other)";
+
+/// Exited slots are compacted away (and their memory given back) once more than this many are
+/// free and they outnumber the live threads.
+pub const COMPACT_FREE_SLOTS: usize = 256;
+
+/// What threads did, folded per core class and per process name: the threads that left, and at
+/// the end those still here.
+#[derive(Clone, Debug, Default)]
+struct Totals {
+    /// CPU ns per core class.
+    class_ns: Vec<f64>,
+    by_name: BTreeMap<String, NameTotals>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct NameTotals {
+    processes: u64,
+    threads: u64,
+    cpu_ns: f64,
+    class_ns: Vec<f64>,
+    placements_applied: u64,
+}
+
+impl Totals {
+    fn row(&mut self, name: &str) -> &mut NameTotals {
+        let key = if self.by_name.contains_key(name) || self.by_name.len() < MAX_PROCESS_NAMES {
+            name
+        } else {
+            OTHER_PROCESSES
+        };
+        if !self.by_name.contains_key(key) {
+            self.by_name.insert(key.to_string(), NameTotals::default());
+        }
+        self.by_name.get_mut(key).expect("inserted above")
+    }
+
+    /// Fold in one thread of a process named `name`.
+    fn thread(&mut self, name: &str, s: &Slot) {
+        add_into(&mut self.class_ns, &s.class_ns);
+        let row = self.row(name);
+        row.threads += 1;
+        row.cpu_ns += s.last_cpu_ns;
+        add_into(&mut row.class_ns, &s.class_ns);
+        row.placements_applied += u64::from(s.placements_applied);
+    }
+}
+
+fn add_into(sum: &mut Vec<f64>, v: &[f64]) {
+    if sum.len() < v.len() {
+        sum.resize(v.len(), 0.0);
+    }
+    for (a, b) in sum.iter_mut().zip(v) {
+        *a += b;
+    }
 }
 
 /// A sleeping thread that used less than this share of a CPU since its last read counts as idle
@@ -128,16 +209,17 @@ pub struct Decisions {
     pub page_moves_requested: u64,
 }
 
-/// One thread in the summary.
+/// The processes of one command name in the summary.
 #[derive(Clone, Debug, Serialize)]
-pub struct ThreadSummary {
-    pub tid: u32,
-    pub pid: u32,
-    pub comm: String,
+pub struct ProcessSummary {
+    /// The command name (`comm`), or [`OTHER_PROCESSES`].
+    pub name: String,
+    pub processes: u64,
+    pub threads: u64,
     pub cpu_s: f64,
     /// CPU seconds on each core class.
     pub class_s: BTreeMap<String, f64>,
-    pub placements_applied: u32,
+    pub placements_applied: u64,
 }
 
 /// What the engine reports at the end.
@@ -152,8 +234,13 @@ pub struct EngineSummary {
     pub policy_disabled: Option<String>,
     pub decisions: Decisions,
     pub pages_moved_bytes: u64,
-    pub threads_seen: usize,
-    pub threads: Vec<ThreadSummary>,
+    /// Threads managed over the session, and the most at once.
+    pub threads_seen: u64,
+    pub threads_peak: usize,
+    /// CPU seconds of every managed thread on each core class.
+    pub class_s: BTreeMap<String, f64>,
+    /// Per command name, most CPU first.
+    pub processes: Vec<ProcessSummary>,
     pub restore: Restored,
 }
 
@@ -173,8 +260,16 @@ pub struct Engine {
     ns_per_tick: f64,
     obs: Vec<ThreadObs>,
     slots: Vec<Slot>,
+    /// Ids of exited threads, for the next new ones.
+    free: Vec<ThreadId>,
+    live: usize,
+    threads_seen: u64,
+    threads_peak: usize,
     by_tid: HashMap<u32, ThreadId>,
-    apps: HashMap<u32, AppId>,
+    /// By process id.
+    procs: HashMap<u32, LiveProcess>,
+    next_app: u32,
+    totals: Totals,
     cores: Vec<CoreObs>,
     now_ns: u64,
     /// Intervals so far.
@@ -183,10 +278,14 @@ pub struct Engine {
     next_residency_ns: u64,
     moves_this_interval: usize,
     pending: Vec<Placement>,
+    /// First placements of threads added since the last [`sync_journal`](Self::sync_journal).
+    first_placements: Vec<Placement>,
     page_moves: Vec<PageMove>,
     decisions: Decisions,
     /// The journal has entries not on disk yet (inherited masks).
     journal_dirty: bool,
+    /// A thread was left unmanaged for want of descriptors (noticed once).
+    fd_limit_reached: bool,
     restored: Restored,
     notices: Vec<String>,
 }
@@ -236,6 +335,13 @@ pub fn missing_signals(needs: &[Signal], plan: &CounterPlan, nodes: usize) -> Ve
         .collect()
 }
 
+impl Slot {
+    /// The mask the thread has as far as the engine knows: the one it set last, else the user's.
+    fn expected_mask(&self) -> OsMask {
+        self.applied.as_ref().unwrap_or(&self.original).unpack()
+    }
+}
+
 impl Engine {
     /// An engine running `policy` on `topology`. `cpus` maps its cores to kernel CPUs; `isolated`
     /// cores are never given to a thread. `journal`: `None` only in a dry run.
@@ -283,8 +389,14 @@ impl Engine {
             ns_per_tick: 1e9 / crate::procfs::clock_ticks_per_s() as f64,
             obs: Vec::new(),
             slots: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+            threads_seen: 0,
+            threads_peak: 0,
             by_tid: HashMap::new(),
-            apps: HashMap::new(),
+            procs: HashMap::new(),
+            next_app: 0,
+            totals: Totals::default(),
             cores: vec![CoreObs::default(); n],
             now_ns: 0,
             ticks: 0,
@@ -292,9 +404,11 @@ impl Engine {
             next_residency_ns: 0,
             moves_this_interval: 0,
             pending: Vec::new(),
+            first_placements: Vec::new(),
             page_moves: Vec::new(),
             decisions: Decisions::default(),
             journal_dirty: false,
+            fd_limit_reached: false,
             restored: Restored::default(),
             notices,
         }
@@ -313,7 +427,12 @@ impl Engine {
 
     /// Live threads managed now.
     pub fn live_threads(&self) -> usize {
-        self.slots.iter().filter(|s| s.alive).count()
+        self.live
+    }
+
+    /// Thread slots held (live threads and exited ones whose slot awaits a new thread).
+    pub fn slots_held(&self) -> usize {
+        self.slots.len()
     }
 
     /// Messages for the user since the last call (once each).
@@ -383,46 +502,96 @@ impl Engine {
         };
         // A thread or process started by one we had moved inherits our mask, not the user's: it
         // gets its creator's original, and a journal entry, so it is restored like its creator.
-        let creator = self
-            .slots
-            .iter()
-            .find(|s| s.alive && (s.pid == f.pid || s.pid == f.ppid) && s.applied == Some(current));
+        let packed = PackedMask::pack(&current);
+        let creator = self.slots.iter().find(|s| {
+            s.alive && (s.pid == f.pid || s.pid == f.ppid) && s.applied.as_ref() == Some(&packed)
+        });
         let (original, inherited) = match creator {
-            Some(c) => (c.original, true),
+            Some(c) => (c.original.unpack(), true),
             None => (current, false),
         };
         let user = self.cpus.to_cores(&original).intersection(&self.managed);
         if user.is_empty() {
             return false;
         }
-        let stat = File::open(self.proc.task_dir(f.pid, f.tid).join("stat")).ok();
-        let counters = match self.plan.open(f.tid) {
-            Ok(c) => Some(c),
-            Err(SysError::Gone(_)) => return false,
-            Err(e) => {
-                tracing::debug!("counters: {e}");
-                None
+        // Its counters and its stat file, each while the process's descriptor budget allows:
+        // past it a thread is watched through /proc alone (no counters, its stat opened at each
+        // read), never left half-managed.
+        let counter_fds = self.plan.fds_per_thread();
+        let counters = if counter_fds > 0 && sys::FD_BUDGET.take(counter_fds) {
+            match self.plan.open(f.tid) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    sys::FD_BUDGET.give_back(counter_fds);
+                    if let SysError::Gone(_) = e {
+                        return false;
+                    }
+                    tracing::debug!("counters: {e}");
+                    None
+                }
             }
+        } else {
+            None
         };
+        let stat = if sys::FD_BUDGET.take(1) {
+            let f = File::open(self.proc.task_dir(f.pid, f.tid).join("stat")).ok();
+            if f.is_none() {
+                sys::FD_BUDGET.give_back(1);
+            }
+            f
+        } else {
+            None
+        };
+        let fds = counters.as_ref().map_or(0, |_| counter_fds) + u64::from(stat.is_some());
+        if (stat.is_none() || (counters.is_none() && counter_fds > 0))
+            && sys::FD_BUDGET.limit() != u64::MAX
+            && !self.fd_limit_reached
+        {
+            self.fd_limit_reached = true;
+            self.notices.push(format!(
+                "the open-file limit leaves {} descriptors for threads: from thread {} on, threads are watched through /proc alone (raise `ulimit -n` for counters on every thread)",
+                sys::FD_BUDGET.limit(),
+                self.live + 1
+            ));
+        }
         let comm = self
             .proc
             .task_stat(f.pid, f.tid)
             .map(|s| s.comm)
             .unwrap_or_default();
-        let next_app = self.apps.len() as u32;
-        let app = *self.apps.entry(f.pid).or_insert(AppId(next_app));
-        let id = ThreadId(self.obs.len() as u32);
-        self.obs
-            .push(ThreadObs::new(id, app, user, self.topology.nodes().len()));
-        self.slots.push(Slot {
+        if self
+            .procs
+            .get(&f.pid)
+            .is_some_and(|p| p.threads == 0 && !self.process_lives(f.pid, p.start_ticks))
+        {
+            // The pid is another process's now.
+            self.retire_process(f.pid);
+        }
+        let next_app = &mut self.next_app;
+        let proc = &self.proc;
+        let process = self.procs.entry(f.pid).or_insert_with(|| {
+            let app = AppId(*next_app);
+            *next_app = next_app.wrapping_add(1);
+            let leader = proc.task_stat(f.pid, f.pid);
+            LiveProcess {
+                app,
+                start_ticks: leader.as_ref().map_or(0, |s| s.start_ticks),
+                name: leader.map_or_else(|| comm.clone(), |s| s.comm),
+                threads: 0,
+            }
+        });
+        process.threads += 1;
+        let app = process.app;
+        let slot = Slot {
+            fds,
             tid: f.tid,
             pid: f.pid,
             start_ticks: f.start_ticks,
             comm,
             stat,
             counters,
-            original,
-            applied: inherited.then_some(current),
+            original: PackedMask::pack(&original),
+            applied: inherited.then(|| PackedMask::pack(&current)),
             last_move_ns: None,
             class_ns: vec![0.0; self.topology.classes().len()],
             last_cpu_ns: 0.0,
@@ -433,7 +602,25 @@ impl Engine {
             next_read: 0,
             last_read_ns: self.now_ns,
             reads: 0,
-        });
+        };
+        let nodes = self.topology.nodes().len();
+        // An exited thread's id is reused: policies take `on_thread_start` of an id as a new thread.
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.obs[id.index()] = ThreadObs::new(id, app, user, nodes);
+                self.slots[id.index()] = slot;
+                id
+            }
+            None => {
+                let id = ThreadId(self.obs.len() as u32);
+                self.obs.push(ThreadObs::new(id, app, user, nodes));
+                self.slots.push(slot);
+                id
+            }
+        };
+        self.live += 1;
+        self.threads_seen += 1;
+        self.threads_peak = self.threads_peak.max(self.live);
         self.by_tid.insert(f.tid, id);
         if inherited {
             self.obs[id.index()].allowed = self.cpus.to_cores(&current).intersection(&self.managed);
@@ -452,13 +639,30 @@ impl Engine {
             _ => None,
         };
         if let Some(cpus) = placed {
-            self.pending.push(Placement { thread: id, cpus });
-            self.apply(true);
+            // Counted at once on the least loaded core of its placement, as the simulator counts
+            // a thread where it starts: the next thread of the same pass sees it there, so a
+            // burst of new threads spreads instead of all taking the core that looked idlest at
+            // the last read. The next interval reads the cores afresh.
+            if let Some(core) = cpus
+                .iter()
+                .min_by_key(|c| (self.cores[c.index()].runnable, c.0))
+            {
+                let o = &mut self.obs[id.index()];
+                if o.state == ThreadState::Blocked || o.cpu != Some(core) {
+                    self.cores[core.index()].runnable += 1;
+                    o.cpu = Some(core);
+                    o.state = ThreadState::Runnable;
+                }
+            }
+            // Applied with the rest of the batch, in [`sync_journal`](Self::sync_journal): one
+            // journal write for a process that brings ten thousand threads, not one each.
+            self.first_placements.push(Placement { thread: id, cpus });
         }
         true
     }
 
-    /// A thread is gone.
+    /// A thread is gone: the policy is told, what it did is folded into the totals, and its
+    /// slot and id wait for the next new thread.
     pub fn remove(&mut self, tid: u32) {
         let Some(id) = self.by_tid.remove(&tid) else {
             return;
@@ -470,8 +674,11 @@ impl Engine {
         s.alive = false;
         s.stat = None;
         s.counters = None;
+        sys::FD_BUDGET.give_back(s.fds);
+        let pid = s.pid;
         let o = &mut self.obs[id.index()];
         o.state = ThreadState::Exited;
+        o.cpu = None;
         // Bounded memory: an exited thread keeps only its fixed-size record.
         o.resident_bytes = Vec::new();
         o.node_accesses = Vec::new();
@@ -480,6 +687,68 @@ impl Engine {
             j.forget(tid);
         }
         self.call(|p, v, _| p.on_thread_exit(v, id));
+        self.live -= 1;
+        let s = &mut self.slots[id.index()];
+        let name = self.procs.get(&pid).map_or("", |p| p.name.as_str());
+        self.totals.thread(name, s);
+        s.comm = String::new();
+        if let Some(p) = self.procs.get_mut(&pid) {
+            p.threads -= 1;
+            let start = p.start_ticks;
+            if p.threads == 0 && !self.process_lives(pid, start) {
+                self.retire_process(pid);
+            }
+        }
+        self.free.push(id);
+        if self.free.len() > COMPACT_FREE_SLOTS && self.free.len() > self.live {
+            self.compact();
+        }
+    }
+
+    fn process_lives(&self, pid: u32, start_ticks: u64) -> bool {
+        self.proc
+            .process_stat(pid)
+            .is_some_and(|s| s.start_ticks == start_ticks && !s.is_dead())
+    }
+
+    /// A process is gone: count it under its name.
+    fn retire_process(&mut self, pid: u32) {
+        if let Some(p) = self.procs.remove(&pid) {
+            self.totals.row(&p.name).processes += 1;
+        }
+    }
+
+    /// Retire the processes without managed threads that have ended since.
+    fn sweep_processes(&mut self) {
+        let gone: Vec<u32> = self
+            .procs
+            .iter()
+            .filter(|(&pid, p)| p.threads == 0 && !self.process_lives(pid, p.start_ticks))
+            .map(|(&pid, _)| pid)
+            .collect();
+        for pid in gone {
+            self.retire_process(pid);
+        }
+    }
+
+    /// Drop the exited slots at the end of the table and give back what churn left allocated:
+    /// after a burst of threads the engine returns to the size of what it manages now.
+    fn compact(&mut self) {
+        while self.slots.last().is_some_and(|s| !s.alive) {
+            self.slots.pop();
+            self.obs.pop();
+        }
+        let n = self.slots.len();
+        self.free.retain(|id| id.index() < n);
+        // Lowest ids first: the table keeps shrinking from its end.
+        self.free.sort_unstable_by(|a, b| b.cmp(a));
+        self.slots.shrink_to_fit();
+        self.obs.shrink_to_fit();
+        self.free.shrink_to_fit();
+        self.sweep_processes();
+        self.by_tid.shrink_to_fit();
+        self.procs.shrink_to_fit();
+        sys::release_free_memory();
     }
 
     /// A hint that passed the socket's checks.
@@ -497,6 +766,9 @@ impl Engine {
 
     pub fn tick(&mut self, now_ns: u64) {
         self.now_ns = now_ns;
+        if self.ticks.is_multiple_of(PROCESS_SWEEP_TICKS) {
+            self.sweep_processes();
+        }
         self.sync_journal();
         self.moves_this_interval = 0;
         self.refresh();
@@ -527,3 +799,12 @@ impl Engine {
 
 #[cfg(test)]
 mod tests;
+
+impl Drop for Engine {
+    /// The descriptors of the threads still managed go back to the process's budget.
+    fn drop(&mut self) {
+        for s in self.slots.iter().filter(|s| s.alive) {
+            sys::FD_BUDGET.give_back(s.fds);
+        }
+    }
+}

@@ -32,9 +32,16 @@ impl Engine {
             }
         }
         let mut buf = [0u8; 1024];
-        let stat = s
-            .stat
-            .as_ref()
+        // Without a descriptor of its own (the budget ran out) the stat is opened for this read.
+        let opened;
+        let file = match &s.stat {
+            Some(f) => Some(f),
+            None => {
+                opened = File::open(self.proc.task_dir(s.pid, s.tid).join("stat")).ok();
+                opened.as_ref()
+            }
+        };
+        let stat = file
             .and_then(|f| f.read_at(&mut buf, 0).ok())
             .and_then(|n| std::str::from_utf8(&buf[..n]).ok())
             .and_then(parse_stat);
@@ -64,6 +71,13 @@ impl Engine {
             'R' => ThreadState::Runnable,
             _ => ThreadState::Blocked,
         };
+        // A process is named after its main thread, whose name exec changes.
+        if s.tid == s.pid && stat.comm != s.comm {
+            if let Some(p) = self.procs.get_mut(&s.pid) {
+                p.name.clone_from(&stat.comm);
+            }
+            s.comm = stat.comm;
+        }
     }
 
     /// Read the threads due for a read, and the cores' load from them.

@@ -291,3 +291,113 @@ latency_ns = [140.0, 80.0]
     // A placement onto a fast core stays as it is.
     assert_eq!(widen_upward(&t, &CpuSet::single(CoreId(0))).to_list(), "0");
 }
+
+fn add_all(e: &mut Engine, threads: &Sleepers) {
+    let proc = Proc::default();
+    let pid = std::process::id();
+    for &tid in &threads.tids {
+        let st = proc.task_stat(pid, tid).unwrap();
+        assert!(e.add(Found {
+            pid,
+            tid,
+            start_ticks: st.start_ticks,
+            group: 0,
+            ppid: st.ppid,
+        }));
+    }
+}
+
+#[test]
+fn exited_threads_leave_their_slots_to_new_ones_and_the_summary_counts_them_all() {
+    let dir = std::env::temp_dir().join(format!("hetsched-slots-{}", std::process::id()));
+    let first = Sleepers::new(8);
+    let config = EngineConfig {
+        dry_run: true,
+        ..EngineConfig::default()
+    };
+    let (mut e, _, _) = engine_for(&first, config, &dir);
+    let mut waves = vec![first];
+    // Waves of 8 threads that come and go, with a wave of 600 in the middle: the slots follow
+    // what is live, and shrink back after the burst.
+    for (k, n) in [8, 8, 600, 8, 8, 8].into_iter().enumerate() {
+        let next = Sleepers::new(n);
+        add_all(&mut e, &next);
+        e.tick((k as u64 + 1) * 100_000_000);
+        for w in waves.drain(..) {
+            for &tid in &w.tids {
+                e.remove(tid);
+            }
+            w.end();
+        }
+        assert_eq!(e.live_threads(), n);
+        assert!(
+            e.slots_held() <= n.max(8) + COMPACT_FREE_SLOTS + 8,
+            "wave {k}: {} slots for {n} live threads",
+            e.slots_held()
+        );
+        waves.push(next);
+    }
+    let summary = e.finish();
+    let seen = 8 + 8 + 8 + 600 + 8 + 8 + 8;
+    assert_eq!(summary.threads_seen, seen);
+    assert_eq!(summary.threads_peak, 608);
+    // One process (this test), all its threads under its name.
+    assert_eq!(summary.processes.len(), 1, "{:?}", summary.processes);
+    assert_eq!(summary.processes[0].processes, 1);
+    assert_eq!(summary.processes[0].threads, seen);
+    for w in waves {
+        w.end();
+    }
+}
+
+/// Four threads found in one pass, under AMPS on a machine of one class: each is counted where
+/// it is placed before the next one is, so they spread over the CPUs (before, the cores read at
+/// the last interval looked equally idle to all four, and all four went to CPU 0).
+#[test]
+fn threads_found_together_spread_instead_of_piling_on_one_cpu() {
+    if !needs_two_cpus() {
+        return;
+    }
+    let n = crate::discover(std::path::Path::new("/"))
+        .topology
+        .num_cores();
+    let topology = hetsched_core::machine_file::parse_machine(
+        &format!(
+            "name = \"one\"\nmemory_latency_ns = 90.0\n[[classes]]\nname = \"cpu\"\ncapacity = 1.0\n\
+             [[cores]]\ncpus = \"0-{}\"\nclass = \"cpu\"\n",
+            n - 1
+        ),
+        "test",
+    )
+    .unwrap();
+    let cpus = CpuMap::new(&crate::discover(std::path::Path::new("/")).topology);
+    let mut e = Engine::new(
+        topology,
+        cpus,
+        &CpuSet::new(),
+        hetsched_core::policies::policy_by_name("amps").unwrap(),
+        CounterPlan::none(),
+        EngineConfig {
+            dry_run: true,
+            ..EngineConfig::default()
+        },
+        None,
+    );
+    let threads = Sleepers::new(4);
+    add_all(&mut e, &threads);
+    e.sync_journal();
+    let mut per_cpu = vec![0; n];
+    for s in e.slots.iter().filter(|s| s.alive) {
+        let mask = s
+            .applied
+            .as_ref()
+            .expect("AMPS places every new thread")
+            .unpack();
+        let cpus: Vec<u32> = mask.cpus().collect();
+        assert_eq!(cpus.len(), 1, "{mask:?}");
+        per_cpu[cpus[0] as usize] += 1;
+    }
+    let most = *per_cpu.iter().max().unwrap();
+    assert!(most <= 4usize.div_ceil(n.min(4)), "{per_cpu:?}");
+    threads.end();
+}

@@ -238,6 +238,13 @@ impl Benefit {
         }
     }
 
+    /// A new thread has id `t` (an id may be an exited thread's): nothing of the old one is kept.
+    pub fn start(&mut self, t: ThreadId) {
+        if let Some(x) = self.threads.get_mut(t.index()) {
+            *x = Tracked::default();
+        }
+    }
+
     /// Forget a thread (it exited or another part of the policy took it).
     pub fn forget(&mut self, t: ThreadId) {
         if let Some(x) = self.threads.get_mut(t.index()) {

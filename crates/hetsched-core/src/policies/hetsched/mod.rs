@@ -475,6 +475,7 @@ impl Policy for Hetsched {
         if let Some(a) = self.activity.get_mut(thread.index()) {
             *a = Activity::default();
         }
+        self.benefit.start(thread);
         let (per_app, grouped) = self.process_counts(view);
         let t = view.thread(thread);
         let n = per_app.get(&t.app).copied().unwrap_or(1).max(1);

@@ -692,6 +692,10 @@ impl Policy for NumaAmp {
 
     fn on_thread_start(&mut self, view: &View<'_>, thread: ThreadId) -> Option<CpuSet> {
         self.learn_machine(view);
+        // The id may be an exited thread's: its counters start again from zero.
+        if let Some(s) = self.snapshots.get_mut(thread.index()) {
+            *s = Snapshot::default();
+        }
         let app = view.thread(thread).app;
         if !self.processes.contains_key(&app) {
             // A new process: load imbalance; until the schedule runs it waits on the slow side.
