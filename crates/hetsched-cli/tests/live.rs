@@ -461,6 +461,44 @@ fn memory_and_the_summary_stay_bounded_under_thread_churn() {
     );
 }
 
+/// A policy that places by hints alone says so when none come: once on stderr after 2 s, and in
+/// `policy_missing` (before, `hass` without signatures placed nothing and said nothing).
+#[test]
+fn a_policy_without_its_hints_says_so() {
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("no-hints");
+    let out = s
+        .run("hass", &[])
+        .args(["--", "sleep", "2.5"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr
+            .matches("policy hass places threads by architectural signatures alone")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let r = json_of(&out);
+    assert_eq!(
+        r["policy_missing"],
+        serde_json::json!(["architectural signatures"]),
+        "{r}"
+    );
+    // AMPS needs no hints: nothing said.
+    let out = s
+        .run("amps", &[])
+        .args(["--", "sleep", "2.5"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("places nothing"));
+}
+
 #[test]
 fn hints_from_foreign_senders_are_rejected_and_malformed_ones_counted() {
     root_only!();

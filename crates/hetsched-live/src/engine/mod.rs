@@ -114,6 +114,10 @@ struct LiveProcess {
 /// together under [`OTHER_PROCESSES`] (bounded memory whatever a daemon sees in a month).
 pub const MAX_PROCESS_NAMES: usize = 256;
 
+/// How long a policy that places by hints alone may wait for its first hint before the user is
+/// told that none came (ours).
+pub const HINT_GRACE_NS: u64 = 2_000_000_000;
+
 /// Every this many intervals, processes without managed threads are checked for having ended.
 pub const PROCESS_SWEEP_TICKS: u64 = 100;
 
@@ -286,6 +290,11 @@ pub struct Engine {
     journal_dirty: bool,
     /// A thread was left unmanaged for want of descriptors (noticed once).
     fd_limit_reached: bool,
+    /// Hints received: signatures, data fragments.
+    signatures_seen: bool,
+    fragments_seen: bool,
+    /// The policy's hint-borne signals were found missing (noticed once).
+    hints_missing_noticed: bool,
     restored: Restored,
     notices: Vec<String>,
 }
@@ -409,6 +418,9 @@ impl Engine {
             decisions: Decisions::default(),
             journal_dirty: false,
             fd_limit_reached: false,
+            signatures_seen: false,
+            fragments_seen: false,
+            hints_missing_noticed: false,
             restored: Restored::default(),
             notices,
         }
@@ -757,8 +769,14 @@ impl Engine {
             return;
         };
         match hint {
-            Hint::DataFragment { next, .. } => self.obs[id.index()].data_fragment = *next,
-            Hint::Signature(s) => self.obs[id.index()].signature = Some(s.clone()),
+            Hint::DataFragment { next, .. } => {
+                self.fragments_seen = true;
+                self.obs[id.index()].data_fragment = *next;
+            }
+            Hint::Signature(s) => {
+                self.signatures_seen = true;
+                self.obs[id.index()].signature = Some(s.clone());
+            }
         }
         self.call(|p, v, out| p.on_hint(v, id, hint, out));
         self.apply(false);
@@ -766,6 +784,18 @@ impl Engine {
 
     pub fn tick(&mut self, now_ns: u64) {
         self.now_ns = now_ns;
+        if now_ns >= HINT_GRACE_NS && !self.hints_missing_noticed {
+            let missing = self.hint_signals_missing();
+            if !missing.is_empty() {
+                self.hints_missing_noticed = true;
+                self.notices.push(format!(
+                    "policy {} places threads by {} alone, which applications send through the hint socket (docs/live.md, Hints); none has arrived in {} s, so it places nothing",
+                    self.policy_name,
+                    missing.iter().map(|s| s.name()).collect::<Vec<_>>().join(" and "),
+                    HINT_GRACE_NS / 1_000_000_000
+                ));
+            }
+        }
         if self.ticks.is_multiple_of(PROCESS_SWEEP_TICKS) {
             self.sweep_processes();
         }
@@ -790,6 +820,26 @@ impl Engine {
             self.apply(false);
         }
         self.move_pages();
+    }
+
+    /// The signals of a policy that places by hints alone (its every need comes through the hint
+    /// socket) that no application has sent yet.
+    fn hint_signals_missing(&self) -> Vec<Signal> {
+        let Some(needs) = self.policy.as_ref().map(|p| p.needs()) else {
+            return Vec::new();
+        };
+        let hint_borne = |s: &Signal| matches!(s, Signal::Signatures | Signal::DataFragments);
+        if needs.is_empty() || !needs.iter().all(hint_borne) {
+            return Vec::new();
+        }
+        needs
+            .iter()
+            .copied()
+            .filter(|s| match s {
+                Signal::Signatures => !self.signatures_seen,
+                _ => !self.fragments_seen,
+            })
+            .collect()
     }
 
     pub fn policy_name(&self) -> &str {

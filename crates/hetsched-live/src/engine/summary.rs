@@ -47,7 +47,10 @@ impl Engine {
             .policy
             .as_ref()
             .map(|p| missing_signals(p.needs(), &self.plan, self.topology.nodes().len()))
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .into_iter()
+            .chain(self.hint_signals_missing())
+            .collect::<Vec<_>>();
         EngineSummary {
             policy: self.policy_name.clone(),
             dry_run: self.config.dry_run,
