@@ -1071,7 +1071,7 @@ fn the_daemon_manages_matching_processes_serves_stats_and_metrics_and_restores_o
     conn.read_to_string(&mut body).unwrap();
     assert!(body.starts_with("HTTP/1.0 200"), "{body}");
     assert!(
-        body.contains("hetsched_threads{policy=\"amps\",class=\"fast\"}"),
+        body.contains("hetsched_threads{rule=\"1\",policy=\"amps\",class=\"fast\"}"),
         "{body}"
     );
     assert!(body.trim_end().ends_with("# EOF"), "{body}");

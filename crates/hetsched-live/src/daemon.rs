@@ -125,6 +125,8 @@ impl DaemonConfig {
 /// One rule's statistics.
 #[derive(Clone, Debug, Serialize)]
 pub struct RuleStats {
+    /// The rule's place in the configuration, from 1 (two rules may run the same policy).
+    pub rule: usize,
     pub policy: String,
     pub threads_live: usize,
     pub decisions: crate::engine::Decisions,
@@ -157,32 +159,35 @@ pub struct DaemonStats {
 pub fn openmetrics(s: &DaemonStats) -> String {
     let mut o = String::new();
     let esc = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
-    o.push_str("# TYPE hetsched_threads gauge\n# HELP hetsched_threads Managed threads by policy and the core class they were last seen on.\n");
+    o.push_str("# TYPE hetsched_threads gauge\n# HELP hetsched_threads Managed threads by rule, policy and the core class they were last seen on.\n");
     for r in &s.rules {
         for c in &r.classes {
             o.push_str(&format!(
-                "hetsched_threads{{policy=\"{}\",class=\"{}\"}} {}\n",
+                "hetsched_threads{{rule=\"{}\",policy=\"{}\",class=\"{}\"}} {}\n",
+                r.rule,
                 esc(&r.policy),
                 esc(&c.class),
                 c.threads
             ));
         }
     }
-    o.push_str("# TYPE hetsched_cpu_seconds counter\n# HELP hetsched_cpu_seconds CPU time of managed threads by core class.\n");
+    o.push_str("# TYPE hetsched_cpu_seconds counter\n# HELP hetsched_cpu_seconds CPU time of managed threads by rule and core class.\n");
     for r in &s.rules {
         for c in &r.classes {
             o.push_str(&format!(
-                "hetsched_cpu_seconds_total{{policy=\"{}\",class=\"{}\"}} {}\n",
+                "hetsched_cpu_seconds_total{{rule=\"{}\",policy=\"{}\",class=\"{}\"}} {}\n",
+                r.rule,
                 esc(&r.policy),
                 esc(&c.class),
                 c.cpu_s
             ));
         }
     }
-    o.push_str("# TYPE hetsched_placements_applied counter\n");
+    o.push_str("# TYPE hetsched_placements_applied counter\n# HELP hetsched_placements_applied Placements applied by rule.\n");
     for r in &s.rules {
         o.push_str(&format!(
-            "hetsched_placements_applied_total{{policy=\"{}\"}} {}\n",
+            "hetsched_placements_applied_total{{rule=\"{}\",policy=\"{}\"}} {}\n",
+            r.rule,
             esc(&r.policy),
             r.decisions.applied
         ));
@@ -421,7 +426,9 @@ impl Daemon {
             rules: self
                 .engines
                 .iter()
-                .map(|r| RuleStats {
+                .enumerate()
+                .map(|(i, r)| RuleStats {
+                    rule: i + 1,
                     policy: r.rule.policy.clone(),
                     threads_live: r.engine.live_threads(),
                     decisions: r.engine.decisions(),
@@ -591,6 +598,7 @@ mod tests {
             connector: false,
             hints: Default::default(),
             rules: vec![RuleStats {
+                rule: 1,
                 policy: "amps".into(),
                 threads_live: 3,
                 decisions: Default::default(),
@@ -608,9 +616,23 @@ mod tests {
                 ],
             }],
         };
+        let mut s = s;
+        // A second rule with the same policy: its series are its own.
+        let mut second = s.rules[0].clone();
+        second.rule = 2;
+        s.rules.push(second);
         let m = openmetrics(&s);
-        assert!(m.contains("hetsched_threads{policy=\"amps\",class=\"fast\"} 2\n"));
-        assert!(m.contains("hetsched_cpu_seconds_total{policy=\"amps\",class=\"slow\"} 0.5\n"));
+        assert!(m.contains("hetsched_threads{rule=\"1\",policy=\"amps\",class=\"fast\"} 2\n"));
+        assert!(m.contains(
+            "hetsched_cpu_seconds_total{rule=\"2\",policy=\"amps\",class=\"slow\"} 0.5\n"
+        ));
+        let series: Vec<&str> = m
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.rsplit_once(' ').unwrap().0)
+            .collect();
+        let unique: std::collections::HashSet<&&str> = series.iter().collect();
+        assert_eq!(unique.len(), series.len(), "duplicate series in\n{m}");
         assert!(m.contains("hetsched_daemon_resident_bytes 6144000\n"));
         assert!(m.ends_with("# EOF\n"));
     }
