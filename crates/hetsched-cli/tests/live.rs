@@ -954,6 +954,10 @@ fn the_daemon_holds_ten_thousand_threads_in_bounded_memory_and_gives_it_back() {
     assert!(daemon.wait().unwrap().success());
     let peak = during["peak_rss_kb"].as_u64().unwrap();
     let end = after["rss_kb"].as_u64().unwrap();
+    eprintln!(
+        "daemon memory: {start} kB at start, peak {peak} kB with {} threads, {end} kB after",
+        live(&during)
+    );
     assert!(
         peak < 20_000,
         "peak {peak} kB with {} threads",

@@ -265,6 +265,7 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
     journal::recover_stale(&s.state_dir, &proc);
     let signals = Signals::take()?;
     sys::raise_fd_limit();
+    sys::tune_allocator();
     let cfg = EngineConfig {
         interval: Duration::from_millis(config.interval_ms),
         dry_run: config.dry_run,
@@ -506,7 +507,16 @@ fn apply_changes(changes: &mut Changes, engines: &mut [RuleEngine]) {
             r.engine.remove(tid);
         }
     }
+    for pid in changes.renamed.drain(..) {
+        for r in engines.iter_mut() {
+            r.engine.process_renamed(pid);
+        }
+    }
     changes.sort();
+    for (i, r) in engines.iter_mut().enumerate() {
+        r.engine
+            .reserve(changes.started.iter().filter(|f| f.group == i).count());
+    }
     for f in changes.started.drain(..) {
         if let Some(r) = engines.get_mut(f.group) {
             r.engine.add(f);

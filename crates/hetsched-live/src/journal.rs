@@ -8,7 +8,7 @@
 //! own affinity since keeps its choice.
 
 use crate::procfs::Proc;
-use crate::sys::{self, OsMask, SysError};
+use crate::sys::{self, OsMask, PackedMask, SysError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs;
@@ -41,13 +41,36 @@ struct Entry {
     tid: u32,
     start_ticks: u64,
     /// cpulist before the first change.
-    original: String,
+    #[serde(with = "cpulist")]
+    original: Option<PackedMask>,
     /// cpulist the backend set last (or is about to set: the entry is written first).
-    applied: String,
+    #[serde(with = "cpulist")]
+    applied: Option<PackedMask>,
     /// cpulist the thread had just before `applied`: a crash between writing the journal and the
     /// change leaves the thread with this one.
-    #[serde(default)]
-    before: String,
+    #[serde(default, with = "cpulist")]
+    before: Option<PackedMask>,
+}
+
+/// Masks on disk as kernel cpulists (`0-3,8`), in memory packed (no string per mask: a journal
+/// of ten thousand threads). A list that does not parse reads as `None`, and its entry is skipped
+/// at restore; the rest of the journal still counts.
+mod cpulist {
+    use crate::sys::{OsMask, PackedMask};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &Option<PackedMask>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&m.as_ref().map(|m| m.unpack().to_list()).unwrap_or_default())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PackedMask>, D::Error> {
+        let text = String::deserialize(d)?;
+        Ok(if text.is_empty() {
+            None
+        } else {
+            OsMask::parse_list(&text).map(|m| PackedMask::pack(&m))
+        })
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, Default)]
@@ -125,17 +148,17 @@ impl Journal {
         match self.index.get(&tid) {
             Some(&i) if self.file.threads[i].start_ticks == start_ticks => {
                 let e = &mut self.file.threads[i];
-                e.before = current.to_list();
-                e.applied = applied.to_list();
+                e.before = Some(PackedMask::pack(current));
+                e.applied = Some(PackedMask::pack(applied));
             }
             _ => {
                 self.index.insert(tid, self.file.threads.len());
                 self.file.threads.push(Entry {
                     tid,
                     start_ticks,
-                    original: original.to_list(),
-                    applied: applied.to_list(),
-                    before: current.to_list(),
+                    original: Some(PackedMask::pack(original)),
+                    applied: Some(PackedMask::pack(applied)),
+                    before: Some(PackedMask::pack(current)),
                 });
             }
         }
@@ -197,14 +220,14 @@ fn restore_entries(entries: &[Entry], proc: &Proc) -> Restored {
             continue;
         }
         let (Some(original), Some(applied)) = (
-            OsMask::parse_list(&e.original),
-            OsMask::parse_list(&e.applied),
+            e.original.as_ref().map(PackedMask::unpack),
+            e.applied.as_ref().map(PackedMask::unpack),
         ) else {
             continue;
         };
         // Ours if it has the mask we set, or, after a crash between the journal and the change,
         // the one it had before.
-        let before = OsMask::parse_list(&e.before);
+        let before = e.before.as_ref().map(PackedMask::unpack);
         match sys::get_affinity(e.tid) {
             Ok(now) if now != applied && Some(now) != before => {
                 r.changed_by_others += 1;
@@ -369,17 +392,17 @@ mod tests {
                 Entry {
                     tid,
                     start_ticks: start,
-                    original: original.to_list(),
-                    applied: pinned.to_list(),
-                    before: original.to_list(),
+                    original: Some(PackedMask::pack(&original)),
+                    applied: Some(PackedMask::pack(&pinned)),
+                    before: Some(PackedMask::pack(&original)),
                 },
                 // The id of a live thread with another start time: a reused id.
                 Entry {
                     tid: me,
                     start_ticks: start + 12345,
-                    original: "0".into(),
-                    applied: "0".into(),
-                    before: "0".into(),
+                    original: Some(PackedMask::pack(&OsMask::from_cpus([0]))),
+                    applied: Some(PackedMask::pack(&OsMask::from_cpus([0]))),
+                    before: Some(PackedMask::pack(&OsMask::from_cpus([0]))),
                 },
             ],
         };
@@ -405,6 +428,25 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
     }
 
+    /// The on-disk form is cpulists: an older journal without `before`, and an entry whose list
+    /// does not parse, still read (that entry alone is skipped at restore).
+    #[test]
+    fn journals_read_cpulists_and_survive_a_bad_one() {
+        let text = r#"{"owner_pid":1,"owner_start_ticks":5,"threads":[
+            {"tid":3,"start_ticks":4,"original":"0-1,4","applied":"1"},
+            {"tid":4,"start_ticks":4,"original":"bogus","applied":"1","before":""}]}"#;
+        let f: JournalFile = serde_json::from_str(text).unwrap();
+        let original = f.threads[0].original.as_ref().unwrap().unpack();
+        assert_eq!(original.cpus().collect::<Vec<_>>(), [0, 1, 4]);
+        assert_eq!(f.threads[0].before, None);
+        assert_eq!(f.threads[1].original, None);
+        let back = serde_json::to_string(&f).unwrap();
+        assert!(
+            back.contains(r#""original":"0-1,4","applied":"1","before":"""#),
+            "{back}"
+        );
+    }
+
     /// Journals of a dead daemon's rule engines are found whatever rules exist now; its rule
     /// directories go once empty, and a dead run's hint socket goes too.
     #[test]
@@ -417,9 +459,9 @@ mod tests {
             threads: vec![Entry {
                 tid: u32::MAX - 1,
                 start_ticks: 1,
-                original: "0".into(),
-                applied: "0".into(),
-                before: "0".into(),
+                original: Some(PackedMask::pack(&OsMask::from_cpus([0]))),
+                applied: Some(PackedMask::pack(&OsMask::from_cpus([0]))),
+                before: Some(PackedMask::pack(&OsMask::from_cpus([0]))),
             }],
         };
         for rule in ["rule-0", "rule-1"] {

@@ -152,6 +152,7 @@ pub fn run(command: &[String], s: RunSetup) -> Result<RunReport, RunError> {
     let signals = Signals::take().map_err(setup("signalfd"))?;
     signals::become_subreaper();
     sys::raise_fd_limit();
+    sys::tune_allocator();
     let journal = if s.engine.dry_run {
         None
     } else {
@@ -311,8 +312,12 @@ impl Session {
         for tid in self.changes.exited.drain(..) {
             self.engine.remove(tid);
         }
+        for pid in self.changes.renamed.drain(..) {
+            self.engine.process_renamed(pid);
+        }
         if !self.changes.started.is_empty() {
             self.changes.sort();
+            self.engine.reserve(self.changes.started.len());
             for f in self.changes.started.drain(..) {
                 self.engine.add(f);
             }
@@ -418,7 +423,7 @@ impl Session {
                 daemon_cpu_s: cpu,
                 fraction_of_one_core: if wall_s > 0.0 { cpu / wall_s } else { 0.0 },
                 intervals: self.intervals,
-                threads_peak: self.threads_peak,
+                threads_peak: self.engine.threads_peak(),
                 steady_cpu_s,
                 steady_wall_s,
                 steady_fraction_of_one_core: if steady_wall_s > 0.0 {

@@ -323,6 +323,19 @@ impl FdBudget {
     }
 }
 
+/// Large allocations (128 KiB and up) each get pages of their own from the kernel, always, not
+/// only until glibc's threshold adapts upward: the tables that grow with the threads managed then
+/// grow in place (`mremap`) instead of being copied, so a burst of threads does not hold the old
+/// and the new table at once, and freed tables go back to the system at once (`mallopt(3)`,
+/// `M_MMAP_THRESHOLD`). Call once at start. Elsewhere a no-op.
+pub fn tune_allocator() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets the allocator's parameters.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
+}
+
 /// Give the heap's free memory back to the system (glibc keeps what freed threads' records held;
 /// `malloc_trim(3)`). Elsewhere a no-op.
 pub fn release_free_memory() {

@@ -108,6 +108,8 @@ pub struct Changes {
     pub started: Vec<Found>,
     /// Thread ids that are gone (exited, or their process left the scope).
     pub exited: Vec<u32>,
+    /// Managed processes that called exec (their name changed).
+    pub renamed: Vec<u32>,
 }
 
 impl Changes {
@@ -260,6 +262,9 @@ impl Tracker {
                     }
                 }
                 ProcEvent::Exec { pid } => {
+                    if self.procs.contains_key(&pid) {
+                        changes.renamed.push(pid);
+                    }
                     // Rules match on comm and exe, which exec changes.
                     if matches!(self.scope, Scope::Rules(_)) && !self.procs.contains_key(&pid) {
                         self.outside.remove(&pid);

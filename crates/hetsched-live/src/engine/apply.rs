@@ -85,7 +85,7 @@ impl Engine {
                 tracing::info!(
                     "dry run: thread {} ({}) -> CPUs {}",
                     s.tid,
-                    s.comm,
+                    self.procs.get(&s.pid).map_or("", |p| p.name.as_str()),
                     mask.to_list()
                 );
                 s.applied = Some(PackedMask::pack(&mask));

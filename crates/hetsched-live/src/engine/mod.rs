@@ -76,7 +76,6 @@ struct Slot {
     tid: u32,
     pid: u32,
     start_ticks: u64,
-    comm: String,
     stat: Option<File>,
     counters: Option<ThreadCounters>,
     /// The mask the thread had when found (or that it set itself since).
@@ -124,8 +123,8 @@ pub const PROCESS_SWEEP_TICKS: u64 = 100;
 /// The summary row of processes past [`MAX_PROCESS_NAMES`] names.
 pub const OTHER_PROCESSES: &str = "(other)";
 
-/// Exited slots are compacted away (and their memory given back) once more than this many are
-/// free and they outnumber the live threads.
+/// Exited slots are compacted away (and their memory given back) at the next interval once more
+/// than this many are free and they outnumber the live threads.
 pub const COMPACT_FREE_SLOTS: usize = 256;
 
 /// What threads did, folded per core class and per process name: the threads that left, and at
@@ -442,6 +441,28 @@ impl Engine {
         self.live
     }
 
+    /// Room for `n` more threads at once (a batch the tracker found): the tables grow to what is
+    /// needed rather than to the next power of two.
+    pub fn reserve(&mut self, n: usize) {
+        let needed = n.saturating_sub(self.free.len());
+        self.slots.reserve(needed);
+        self.obs.reserve(needed);
+    }
+
+    /// The most threads managed at once so far.
+    pub fn threads_peak(&self) -> usize {
+        self.threads_peak
+    }
+
+    /// Process `pid` called exec: it goes by its new name from now on.
+    pub fn process_renamed(&mut self, pid: u32) {
+        if let Some(p) = self.procs.get_mut(&pid) {
+            if let Some(stat) = self.proc.task_stat(pid, pid) {
+                p.name = stat.comm;
+            }
+        }
+    }
+
     /// Thread slots held (live threads and exited ones whose slot awaits a new thread).
     pub fn slots_held(&self) -> usize {
         self.slots.len()
@@ -530,6 +551,7 @@ impl Engine {
         // past it a thread is watched through /proc alone (no counters, its stat opened at each
         // read), never left half-managed.
         let counter_fds = self.plan.fds_per_thread();
+        let mut short = false;
         let counters = if counter_fds > 0 && sys::FD_BUDGET.take(counter_fds) {
             match self.plan.open(f.tid) {
                 Ok(c) => Some(c),
@@ -543,6 +565,7 @@ impl Engine {
                 }
             }
         } else {
+            short = counter_fds > 0;
             None
         };
         let stat = if sys::FD_BUDGET.take(1) {
@@ -552,13 +575,11 @@ impl Engine {
             }
             f
         } else {
+            short = true;
             None
         };
         let fds = counters.as_ref().map_or(0, |_| counter_fds) + u64::from(stat.is_some());
-        if (stat.is_none() || (counters.is_none() && counter_fds > 0))
-            && sys::FD_BUDGET.limit() != u64::MAX
-            && !self.fd_limit_reached
-        {
+        if short && !self.fd_limit_reached {
             self.fd_limit_reached = true;
             self.notices.push(format!(
                 "the open-file limit leaves {} descriptors for threads: from thread {} on, threads are watched through /proc alone (raise `ulimit -n` for counters on every thread)",
@@ -566,11 +587,6 @@ impl Engine {
                 self.live + 1
             ));
         }
-        let comm = self
-            .proc
-            .task_stat(f.pid, f.tid)
-            .map(|s| s.comm)
-            .unwrap_or_default();
         if self
             .procs
             .get(&f.pid)
@@ -584,11 +600,15 @@ impl Engine {
         let process = self.procs.entry(f.pid).or_insert_with(|| {
             let app = AppId(*next_app);
             *next_app = next_app.wrapping_add(1);
+            // Named after its main thread (or this one, when the main thread is gone).
             let leader = proc.task_stat(f.pid, f.pid);
             LiveProcess {
                 app,
                 start_ticks: leader.as_ref().map_or(0, |s| s.start_ticks),
-                name: leader.map_or_else(|| comm.clone(), |s| s.comm),
+                name: leader
+                    .or_else(|| proc.task_stat(f.pid, f.tid))
+                    .map(|s| s.comm)
+                    .unwrap_or_default(),
                 threads: 0,
             }
         });
@@ -599,7 +619,6 @@ impl Engine {
             tid: f.tid,
             pid: f.pid,
             start_ticks: f.start_ticks,
-            comm,
             stat,
             counters,
             original: PackedMask::pack(&original),
@@ -703,7 +722,6 @@ impl Engine {
         let s = &mut self.slots[id.index()];
         let name = self.procs.get(&pid).map_or("", |p| p.name.as_str());
         self.totals.thread(name, s);
-        s.comm = String::new();
         if let Some(p) = self.procs.get_mut(&pid) {
             p.threads -= 1;
             let start = p.start_ticks;
@@ -712,9 +730,6 @@ impl Engine {
             }
         }
         self.free.push(id);
-        if self.free.len() > COMPACT_FREE_SLOTS && self.free.len() > self.live {
-            self.compact();
-        }
     }
 
     fn process_lives(&self, pid: u32, start_ticks: u64) -> bool {
@@ -746,21 +761,40 @@ impl Engine {
     /// Drop the exited slots at the end of the table and give back what churn left allocated:
     /// after a burst of threads the engine returns to the size of what it manages now.
     fn compact(&mut self) {
+        let before = self.slots.len();
         while self.slots.last().is_some_and(|s| !s.alive) {
             self.slots.pop();
             self.obs.pop();
         }
         let n = self.slots.len();
-        self.free.retain(|id| id.index() < n);
-        // Lowest ids first: the table keeps shrinking from its end.
+        if n < before {
+            self.free.retain(|id| id.index() < n);
+        }
+        // Lowest ids last, taken first: the table keeps shrinking from its end.
         self.free.sort_unstable_by(|a, b| b.cmp(a));
-        self.slots.shrink_to_fit();
-        self.obs.shrink_to_fit();
-        self.free.shrink_to_fit();
+        fn oversized(capacity: usize, len: usize) -> bool {
+            capacity > 2 * len + 64
+        }
+        let mut shrunk = n < before;
+        if oversized(self.slots.capacity(), n) {
+            self.slots.shrink_to_fit();
+            self.obs.shrink_to_fit();
+            shrunk = true;
+        }
+        if oversized(self.free.capacity(), self.free.len()) {
+            self.free.shrink_to_fit();
+        }
+        if oversized(self.by_tid.capacity(), self.by_tid.len()) {
+            self.by_tid.shrink_to_fit();
+            shrunk = true;
+        }
         self.sweep_processes();
-        self.by_tid.shrink_to_fit();
-        self.procs.shrink_to_fit();
-        sys::release_free_memory();
+        if oversized(self.procs.capacity(), self.procs.len()) {
+            self.procs.shrink_to_fit();
+        }
+        if shrunk {
+            sys::release_free_memory();
+        }
     }
 
     /// A hint that passed the socket's checks.
@@ -798,6 +832,9 @@ impl Engine {
         }
         if self.ticks.is_multiple_of(PROCESS_SWEEP_TICKS) {
             self.sweep_processes();
+        }
+        if self.free.len() > COMPACT_FREE_SLOTS && self.free.len() > self.live {
+            self.compact();
         }
         self.sync_journal();
         self.moves_this_interval = 0;

@@ -72,11 +72,10 @@ impl Engine {
             _ => ThreadState::Blocked,
         };
         // A process is named after its main thread, whose name exec changes.
-        if s.tid == s.pid && stat.comm != s.comm {
-            if let Some(p) = self.procs.get_mut(&s.pid) {
-                p.name.clone_from(&stat.comm);
+        if s.tid == s.pid {
+            if let Some(p) = self.procs.get_mut(&s.pid).filter(|p| p.name != stat.comm) {
+                p.name = stat.comm;
             }
-            s.comm = stat.comm;
         }
     }
 

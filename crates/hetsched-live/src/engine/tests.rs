@@ -329,6 +329,8 @@ fn exited_threads_leave_their_slots_to_new_ones_and_the_summary_counts_them_all(
             }
             w.end();
         }
+        // Compaction waits for the next interval.
+        e.tick((k as u64 + 1) * 100_000_000 + 50_000_000);
         assert_eq!(e.live_threads(), n);
         assert!(
             e.slots_held() <= n.max(8) + COMPACT_FREE_SLOTS + 8,
