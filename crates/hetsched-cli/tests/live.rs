@@ -499,6 +499,63 @@ fn a_policy_without_its_hints_says_so() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("places nothing"));
 }
 
+/// Four threads on two data fragments, each thread hinting its fragment as it starts: the two
+/// groups are on different CPUs, one fragment each, in every run (before, the loads read at the
+/// last interval put both groups on one CPU in most runs, and the correcting move was dropped by
+/// the dwell rule while the policy believed it made).
+#[test]
+fn data_sharing_groups_take_one_cpu_each_in_every_run() {
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("fragments");
+    for round in 0..3 {
+        let tid_file = s.path(&format!("tids-{round}"));
+        let child = s.spawn(
+            s.run("data-sharing", &[])
+                .args(["--", WORK, "--tid-file"])
+                .arg(&tid_file)
+                .args([
+                    "share",
+                    "--threads",
+                    "4",
+                    "--buffers",
+                    "2",
+                    "--passes",
+                    "30000",
+                    "--hint",
+                ]),
+            "run",
+        );
+        let t = tids(&tid_file, 4);
+        for &tid in &t {
+            s.doom(tid);
+        }
+        // Thread k works on fragment k % 2.
+        let grouped = || {
+            let m: Vec<Option<String>> = t.iter().map(|&tid| mask_of(tid)).collect();
+            let single = m
+                .iter()
+                .all(|x| x.as_deref().is_some_and(|l| !l.contains([',', '-'])));
+            single && m[0] == m[2] && m[1] == m[3] && m[0] != m[1]
+        };
+        assert!(
+            wait_until(Duration::from_secs(3), grouped),
+            "round {round}: masks {:?}",
+            t.iter().map(|&tid| mask_of(tid)).collect::<Vec<_>>()
+        );
+        let out = child.finish();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r = json_of(&out);
+        assert_eq!(r["hints"]["accepted"], 4, "{r}");
+    }
+}
+
 #[test]
 fn hints_from_foreign_senders_are_rejected_and_malformed_ones_counted() {
     root_only!();

@@ -7,7 +7,7 @@
 use clap::{Args, Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
@@ -27,7 +27,7 @@ struct Common {
     /// Write the process id here when started.
     #[arg(long, global = true)]
     pid_file: Option<PathBuf>,
-    /// Write each worker thread's id here, one a line, as they start.
+    /// Write each worker thread's id here, one a line, in the workers' order.
     #[arg(long, global = true)]
     tid_file: Option<PathBuf>,
     /// Pin the whole process to this CPU first.
@@ -149,19 +149,32 @@ fn fp_unit(mut x: f64) -> f64 {
     x
 }
 
-fn note_tid(file: &Option<PathBuf>, lock: &Mutex<()>) {
-    if let Some(f) = file {
-        let _g = lock.lock();
-        // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::gettid() };
-        if let Ok(mut out) = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(f)
-        {
-            let _ = writeln!(out, "{tid}");
-        }
+/// Worker `i` writes its thread id on line `i` of the tid file: each waits for the workers
+/// before it, so a test knows which thread is which worker.
+fn note_tid(file: &Option<PathBuf>, turn: &(Mutex<usize>, Condvar), i: usize) {
+    let Some(f) = file else {
+        return;
+    };
+    let (next, cv) = turn;
+    let mut next = next
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    while *next != i {
+        next = cv
+            .wait(next)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
     }
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    if let Ok(mut out) = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(f)
+    {
+        let _ = writeln!(out, "{tid}");
+    }
+    *next += 1;
+    cv.notify_all();
 }
 
 fn spawn_workers(
@@ -170,14 +183,14 @@ fn spawn_workers(
     work: impl Fn(usize) + Send + Sync + 'static,
 ) {
     let work = Arc::new(work);
-    let lock = Arc::new(Mutex::new(()));
+    let turn = Arc::new((Mutex::new(0usize), Condvar::new()));
     let handles: Vec<_> = (0..n)
         .map(|i| {
             let work = work.clone();
             let file = tid_file.clone();
-            let lock = lock.clone();
+            let turn = turn.clone();
             std::thread::spawn(move || {
-                note_tid(&file, &lock);
+                note_tid(&file, &turn, i);
                 work(i);
             })
         })

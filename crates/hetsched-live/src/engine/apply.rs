@@ -25,19 +25,30 @@ impl Engine {
         }
     }
 
-    /// Apply pending placements. `first`: placements of new threads, exempt from hysteresis.
-    pub(super) fn apply(&mut self, first: bool) {
+    /// Apply pending placements (see [`Apply`] for the rules of each kind). A placement that the
+    /// dwell rule or the move cap holds back is kept and tried again at each interval (right after
+    /// the read, before the policy is called) until it is applied or the policy places the thread
+    /// anew, so what the policy believes it did comes true; meanwhile the view shows the thread
+    /// where the policy put it. Each applied placement updates the view at once (the thread counts
+    /// on its new core), so the policy's next callback sees it, as in the simulator.
+    pub(super) fn apply(&mut self, kind: Apply) {
         let pending = std::mem::take(&mut self.pending);
-        let mut todo: Vec<(usize, OsMask)> = Vec::new();
+        // Thread, mask to set, and the cores the policy chose (before widening).
+        let mut todo: Vec<(usize, OsMask, CpuSet)> = Vec::new();
         // Where each thread is in `todo`: a batch of thousands of new threads stays linear.
         let mut at: HashMap<usize, usize> = HashMap::new();
         for p in pending {
-            self.decisions.placements += 1;
             let i = p.thread.index();
+            if kind != Apply::Retry {
+                self.decisions.placements += 1;
+                // The policy's newest word on a thread replaces a placement held back earlier.
+                self.deferred.retain(|d| d.thread != p.thread);
+            }
             if i >= self.slots.len() || !self.slots[i].alive {
                 self.decisions.vanished += 1;
                 continue;
             }
+            let chosen = p.cpus.intersection(&self.obs[i].user_allowed);
             let cpus = if self.config.work_conserving {
                 widen_upward(&self.topology, &p.cpus)
             } else {
@@ -52,27 +63,44 @@ impl Engine {
             let s = &self.slots[i];
             let current = s.expected_mask();
             if mask == current || at.get(&i).is_some_and(|&k| todo[k].1 == mask) {
-                self.decisions.unchanged += 1;
+                if kind != Apply::Retry {
+                    self.decisions.unchanged += 1;
+                }
                 continue;
             }
-            if !first {
+            if kind != Apply::First {
                 let dwell = self.config.min_dwell.as_nanos() as u64;
-                if s.last_move_ns.is_some_and(|t| self.now_ns < t + dwell) {
-                    self.decisions.held_by_dwell += 1;
-                    continue;
-                }
-                if self.moves_this_interval >= self.config.max_moves {
-                    self.decisions.held_by_cap += 1;
+                let held_by_dwell = s.last_move_ns.is_some_and(|t| self.now_ns < t + dwell);
+                let held_by_cap = self.moves_this_interval >= self.config.max_moves;
+                if held_by_dwell || held_by_cap {
+                    tracing::debug!(
+                        "{:.3} s: thread {} held back ({})",
+                        self.now_ns as f64 * 1e-9,
+                        s.tid,
+                        if held_by_dwell { "dwell" } else { "move cap" }
+                    );
+                    if kind != Apply::Retry {
+                        if held_by_dwell {
+                            self.decisions.held_by_dwell += 1;
+                        } else {
+                            self.decisions.held_by_cap += 1;
+                        }
+                    }
+                    // The policy decided it: until it is made, the view shows the thread where
+                    // the policy put it, so the next decisions build on this one instead of
+                    // undoing it (a move is held back only as an affinity, not as a belief).
+                    self.settle(i, &chosen);
+                    self.deferred.push(p);
                     continue;
                 }
             }
             self.moves_this_interval += 1;
             // A later placement of the same thread replaces the earlier one.
             match at.get(&i) {
-                Some(&k) => todo[k].1 = mask,
+                Some(&k) => todo[k] = (i, mask, chosen),
                 None => {
                     at.insert(i, todo.len());
-                    todo.push((i, mask));
+                    todo.push((i, mask, chosen));
                 }
             }
         }
@@ -80,7 +108,7 @@ impl Engine {
             return;
         }
         if self.config.dry_run {
-            for (i, mask) in todo {
+            for (i, mask, chosen) in todo {
                 let s = &mut self.slots[i];
                 tracing::info!(
                     "dry run: thread {} ({}) -> CPUs {}",
@@ -91,11 +119,13 @@ impl Engine {
                 s.applied = Some(PackedMask::pack(&mask));
                 s.last_move_ns = Some(self.now_ns);
                 self.decisions.applied += 1;
+                self.settle(i, &chosen);
             }
             return;
         }
         // A thread whose mask is not what we left is the program's again.
-        todo.retain(|&(i, _)| {
+        todo.retain(|(i, _, _)| {
+            let i = *i;
             let s = &mut self.slots[i];
             let expected = s.expected_mask();
             match sys::get_affinity(s.tid) {
@@ -116,14 +146,14 @@ impl Engine {
         });
         // Journal first, then act.
         if let Some(j) = self.journal.as_mut() {
-            for &(i, mask) in &todo {
-                let s = &self.slots[i];
+            for (i, mask, _) in &todo {
+                let s = &self.slots[*i];
                 j.record(
                     s.tid,
                     s.start_ticks,
                     &s.original.unpack(),
                     &s.expected_mask(),
-                    &mask,
+                    mask,
                 );
             }
             if let Err(e) = j.flush() {
@@ -134,21 +164,74 @@ impl Engine {
                 return;
             }
         }
-        for (i, mask) in todo {
+        for (i, mask, chosen) in todo {
             let s = &mut self.slots[i];
             match sys::set_affinity(s.tid, &mask) {
                 Ok(()) => {
+                    tracing::debug!(
+                        "{:.3} s: thread {} -> CPUs {} ({kind:?})",
+                        self.now_ns as f64 * 1e-9,
+                        s.tid,
+                        mask.to_list()
+                    );
                     s.applied = Some(PackedMask::pack(&mask));
                     s.last_move_ns = Some(self.now_ns);
                     s.placements_applied += 1;
                     self.decisions.applied += 1;
                     let cores = self.cpus.to_cores(&mask);
                     self.obs[i].allowed = cores.intersection(&self.obs[i].user_allowed);
+                    self.settle(i, &chosen);
                 }
                 Err(SysError::Gone(_)) => self.decisions.vanished += 1,
                 Err(e) => tracing::warn!("{e}"),
             }
         }
+    }
+
+    /// Thread `i` was placed on `chosen`: until the next read it counts where it will run, its
+    /// core if that is in the set, else the least loaded core of the set.
+    pub(super) fn settle(&mut self, i: usize, chosen: &CpuSet) {
+        let o = &self.obs[i];
+        if o.cpu.is_some_and(|c| chosen.contains(c)) {
+            return;
+        }
+        let Some(to) = chosen
+            .iter()
+            .min_by_key(|c| (self.cores[c.index()].runnable, c.0))
+        else {
+            return;
+        };
+        let id = o.id;
+        let counted = matches!(o.state, ThreadState::Runnable | ThreadState::Running);
+        if counted {
+            if let Some(from) = o.cpu {
+                let f = &mut self.cores[from.index()];
+                f.runnable = f.runnable.saturating_sub(1);
+                if f.current == Some(id) {
+                    f.current = None;
+                }
+            }
+            let t = &mut self.cores[to.index()];
+            t.runnable += 1;
+            let o = &mut self.obs[i];
+            if t.current.is_none() {
+                t.current = Some(id);
+                o.state = ThreadState::Running;
+            } else {
+                o.state = ThreadState::Runnable;
+            }
+        }
+        self.obs[i].cpu = Some(to);
+    }
+
+    /// Placements held back earlier, tried again.
+    pub(super) fn retry_deferred(&mut self) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        let later = std::mem::replace(&mut self.pending, std::mem::take(&mut self.deferred));
+        self.apply(Apply::Retry);
+        self.pending = later;
     }
 
     /// Give every thread back the mask it had (where it still has ours).
@@ -176,7 +259,7 @@ impl Engine {
                 &mut self.pending,
                 std::mem::take(&mut self.first_placements),
             );
-            self.apply(true);
+            self.apply(Apply::First);
             self.pending = later;
         }
         if self.journal_dirty {

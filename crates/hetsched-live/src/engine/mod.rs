@@ -192,6 +192,17 @@ pub const STAT_EVERY_READS: u32 = 8;
 /// seen at its next read.
 pub const MAX_IDLE_READ_GAP: u64 = 10;
 
+/// Which placements [`Engine::apply`] takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Apply {
+    /// New threads' first placements: exempt from the dwell rule and the move cap.
+    First,
+    /// The policy's decisions: held back by the dwell rule and the move cap, then tried again.
+    Decided,
+    /// Decisions held back earlier: not counted again.
+    Retry,
+}
+
 /// Counts of the engine's decisions.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct Decisions {
@@ -283,6 +294,8 @@ pub struct Engine {
     pending: Vec<Placement>,
     /// First placements of threads added since the last [`sync_journal`](Self::sync_journal).
     first_placements: Vec<Placement>,
+    /// Placements held back by the dwell rule or the move cap, tried again each interval.
+    deferred: Vec<Placement>,
     page_moves: Vec<PageMove>,
     decisions: Decisions,
     /// The journal has entries not on disk yet (inherited masks).
@@ -413,6 +426,7 @@ impl Engine {
             moves_this_interval: 0,
             pending: Vec::new(),
             first_placements: Vec::new(),
+            deferred: Vec::new(),
             page_moves: Vec::new(),
             decisions: Decisions::default(),
             journal_dirty: false,
@@ -486,6 +500,7 @@ impl Engine {
         self.policy = None;
         self.disabled = Some(why);
         self.pending.clear();
+        self.deferred.clear();
         self.restore_all();
     }
 
@@ -662,6 +677,13 @@ impl Engine {
             }
         }
         self.refresh_one(id.index());
+        // Counted where it runs, as if it had been there at the last read: the cores' counts
+        // and the threads' states stay one picture between reads.
+        if let (ThreadState::Runnable | ThreadState::Running, Some(c)) =
+            (self.obs[id.index()].state, self.obs[id.index()].cpu)
+        {
+            self.cores[c.index()].runnable += 1;
+        }
         let placed = match self.call(|p, v, _| p.on_thread_start(v, id)) {
             Some(Some(cpus)) => Some(cpus),
             // Not placed by the policy: an inherited pin is not the thread's, so it gets its
@@ -671,20 +693,16 @@ impl Engine {
         };
         if let Some(cpus) = placed {
             // Counted at once on the least loaded core of its placement, as the simulator counts
-            // a thread where it starts: the next thread of the same pass sees it there, so a
-            // burst of new threads spreads instead of all taking the core that looked idlest at
-            // the last read. The next interval reads the cores afresh.
-            if let Some(core) = cpus
-                .iter()
-                .min_by_key(|c| (self.cores[c.index()].runnable, c.0))
-            {
-                let o = &mut self.obs[id.index()];
-                if o.state == ThreadState::Blocked || o.cpu != Some(core) {
-                    self.cores[core.index()].runnable += 1;
-                    o.cpu = Some(core);
-                    o.state = ThreadState::Runnable;
-                }
+            // a thread where it starts (a new thread found asleep is about to run): the next
+            // thread of the same pass sees it there, so a burst of new threads spreads instead
+            // of all taking the core that looked idlest at the last read. The next interval
+            // reads the cores afresh.
+            let o = &mut self.obs[id.index()];
+            if o.state == ThreadState::Blocked {
+                o.state = ThreadState::Runnable;
+                o.cpu = None;
             }
+            self.settle(id.index(), &cpus);
             // Applied with the rest of the batch, in [`sync_journal`](Self::sync_journal): one
             // journal write for a process that brings ten thousand threads, not one each.
             self.first_placements.push(Placement { thread: id, cpus });
@@ -708,6 +726,13 @@ impl Engine {
         sys::FD_BUDGET.give_back(s.fds);
         let pid = s.pid;
         let o = &mut self.obs[id.index()];
+        if let (ThreadState::Runnable | ThreadState::Running, Some(c)) = (o.state, o.cpu) {
+            let core = &mut self.cores[c.index()];
+            core.runnable = core.runnable.saturating_sub(1);
+            if core.current == Some(id) {
+                core.current = None;
+            }
+        }
         o.state = ThreadState::Exited;
         o.cpu = None;
         // Bounded memory: an exited thread keeps only its fixed-size record.
@@ -812,8 +837,21 @@ impl Engine {
                 self.obs[id.index()].signature = Some(s.clone());
             }
         }
+        // The sender runs now (it just sent the hint) and is about to be placed: like a thread
+        // the simulator places, it counts on no core until its placement puts it on one, so its
+        // own load does not weigh against the core it was last seen on.
+        let o = &mut self.obs[id.index()];
+        if let (ThreadState::Runnable | ThreadState::Running, Some(c)) = (o.state, o.cpu) {
+            let core = &mut self.cores[c.index()];
+            core.runnable = core.runnable.saturating_sub(1);
+            if core.current == Some(id) {
+                core.current = None;
+            }
+        }
+        o.state = ThreadState::Runnable;
+        o.cpu = None;
         self.call(|p, v, out| p.on_hint(v, id, hint, out));
-        self.apply(false);
+        self.apply(Apply::Decided);
     }
 
     pub fn tick(&mut self, now_ns: u64) {
@@ -839,11 +877,14 @@ impl Engine {
         self.sync_journal();
         self.moves_this_interval = 0;
         self.refresh();
+        self.retry_deferred();
         if self.policy.as_ref().is_some_and(|p| !p.is_baseline()) {
             for c in 0..self.cores.len() {
                 let core = CoreId(c as u32);
                 if self.cores[c].is_idle() && self.managed.contains(core) {
                     self.call(|p, v, out| p.on_core_idle(v, core, out));
+                    // Applied before the next callback, which then sees it.
+                    self.apply(Apply::Decided);
                 }
             }
             if now_ns >= self.next_rebalance_ns {
@@ -853,8 +894,8 @@ impl Engine {
                     .map_or(1, |p| p.rebalance_period_ns().max(1));
                 self.next_rebalance_ns = now_ns + period;
                 self.call(|p, v, out| p.rebalance(v, out));
+                self.apply(Apply::Decided);
             }
-            self.apply(false);
         }
         self.move_pages();
     }

@@ -403,3 +403,130 @@ fn threads_found_together_spread_instead_of_piling_on_one_cpu() {
     assert!(most <= 4usize.div_ceil(n.min(4)), "{per_cpu:?}");
     threads.end();
 }
+
+fn one_class_machine() -> Topology {
+    let n = crate::discover(std::path::Path::new("/"))
+        .topology
+        .num_cores();
+    hetsched_core::machine_file::parse_machine(
+        &format!(
+            "name = \"one\"\nmemory_latency_ns = 90.0\n[[classes]]\nname = \"cpu\"\ncapacity = 1.0\n\
+             [[cores]]\ncpus = \"0-{}\"\nclass = \"cpu\"\n",
+            n - 1
+        ),
+        "test",
+    )
+    .unwrap()
+}
+
+fn dry_engine(topology: Topology, policy: Box<dyn Policy>) -> Engine {
+    let cpus = CpuMap::new(&crate::discover(std::path::Path::new("/")).topology);
+    Engine::new(
+        topology,
+        cpus,
+        &CpuSet::new(),
+        policy,
+        CounterPlan::none(),
+        EngineConfig {
+            dry_run: true,
+            work_conserving: false,
+            ..EngineConfig::default()
+        },
+        None,
+    )
+}
+
+/// The CPU a thread is pinned to (dry run: the mask the engine would have set).
+fn pinned_cpu(e: &Engine, tid: u32) -> Option<u32> {
+    let s = &e.slots[e.by_tid[&tid].index()];
+    let cpus: Vec<u32> = s.applied.as_ref()?.unpack().cpus().collect();
+    (cpus.len() == 1).then(|| cpus[0])
+}
+
+/// Two fragments of one program, hinted one after the other between two intervals: the second
+/// group goes to the other CPU, because the first group's thread already counts where it was
+/// placed (before, the loads read at the last interval made both groups land on one CPU).
+#[test]
+fn fragment_groups_hinted_together_land_on_different_cpus() {
+    if !needs_two_cpus() {
+        return;
+    }
+    let mut e = dry_engine(
+        one_class_machine(),
+        hetsched_core::policies::policy_by_name("data-sharing").unwrap(),
+    );
+    let threads = Sleepers::new(4);
+    add_all(&mut e, &threads);
+    e.sync_journal();
+    // Asleep by the read: the groups are placed by the hints alone.
+    std::thread::sleep(Duration::from_millis(50));
+    e.tick(100_000_000);
+    for (k, &tid) in threads.tids.iter().enumerate() {
+        let df = (k % 2) as u64;
+        e.hint(
+            tid,
+            &Hint::DataFragment {
+                current: None,
+                next: Some(df),
+            },
+        );
+    }
+    let cpu: Vec<u32> = threads
+        .tids
+        .iter()
+        .map(|&t| pinned_cpu(&e, t).expect("every hinted thread is pinned"))
+        .collect();
+    assert_eq!(cpu[0], cpu[2], "fragment 0 is one group: {cpu:?}");
+    assert_eq!(cpu[1], cpu[3], "fragment 1 is one group: {cpu:?}");
+    assert_ne!(cpu[0], cpu[1], "the two groups share a CPU: {cpu:?}");
+    threads.end();
+}
+
+/// A policy that says each placement it is given once, at its next rebalance.
+struct Once(std::sync::Arc<std::sync::Mutex<Vec<Placement>>>);
+
+impl Policy for Once {
+    fn name(&self) -> &str {
+        "once"
+    }
+    fn rebalance_period_ns(&self) -> u64 {
+        1
+    }
+    fn rebalance(&mut self, _view: &View<'_>, out: &mut Vec<Placement>) {
+        out.append(&mut self.0.lock().unwrap());
+    }
+}
+
+/// A move the dwell rule holds back is made once the dwell has passed, without the policy asking
+/// again (before, it was dropped while the policy believed it done).
+#[test]
+fn a_move_held_by_the_dwell_rule_is_made_later() {
+    if !needs_two_cpus() {
+        return;
+    }
+    let asks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut e = dry_engine(two_class_machine(), Box::new(Once(asks.clone())));
+    let threads = Sleepers::new(1);
+    add_all(&mut e, &threads);
+    let tid = threads.tids[0];
+    let id = e.by_tid[&tid];
+    asks.lock().unwrap().push(Placement::pin(id, CoreId(1)));
+    e.tick(10_000_000);
+    assert_eq!(pinned_cpu(&e, tid), Some(1));
+    // 50 ms later: within the 200 ms dwell.
+    asks.lock().unwrap().push(Placement::pin(id, CoreId(0)));
+    e.tick(60_000_000);
+    assert_eq!(pinned_cpu(&e, tid), Some(1));
+    assert_eq!(e.decisions().held_by_dwell, 1);
+    e.tick(160_000_000);
+    assert_eq!(pinned_cpu(&e, tid), Some(1));
+    e.tick(260_000_000);
+    assert_eq!(
+        pinned_cpu(&e, tid),
+        Some(0),
+        "the held move is made once the dwell is over"
+    );
+    assert_eq!(e.decisions().held_by_dwell, 1, "a retry is not a new hold");
+    assert_eq!(e.decisions().placements, 2);
+    threads.end();
+}
