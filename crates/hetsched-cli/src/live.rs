@@ -103,6 +103,35 @@ pub struct StatsArgs {
     pub json: bool,
 }
 
+/// `hetsched doctor`.
+#[derive(clap::Args, Debug)]
+pub struct DoctorArgs {
+    /// One JSON document: every check with `name`, `ok`, `detail` and `without`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run_doctor(args: &DoctorArgs) -> anyhow::Result<()> {
+    let checks = hetsched_live::doctor::checks(Path::new("/"));
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&checks)?);
+        return Ok(());
+    }
+    println!("What this machine and these privileges give hetsched's live backend:");
+    for c in &checks {
+        println!(
+            "  {:<8} {}: {}",
+            if c.ok { "ok" } else { "missing" },
+            c.name,
+            c.detail
+        );
+        if !c.ok {
+            println!("           without it: {}", c.without);
+        }
+    }
+    Ok(())
+}
+
 /// The machine a live command manages, its CPU mapping, and what the kernel isolates.
 fn live_machine(
     machine: Option<&str>,
@@ -278,12 +307,13 @@ fn print_report(r: &RunReport) {
         }
     );
     eprintln!(
-        "  hetsched's own CPU: {:.3} s ({:.2}% of one core); hints {} accepted, {} rejected, {} malformed",
+        "  hetsched's own CPU: {:.3} s ({:.2}% of one core); hints {} accepted, {} rejected, {} malformed, {} about threads already gone",
         r.overhead.daemon_cpu_s,
         r.overhead.fraction_of_one_core * 100.0,
         r.hints.accepted,
         r.hints.rejected,
-        r.hints.malformed
+        r.hints.malformed,
+        r.hints.gone
     );
     if let Some(why) = &e.policy_disabled {
         eprintln!("  policy disabled: {why}");
@@ -442,8 +472,8 @@ pub fn run_stats(args: &StatsArgs) -> anyhow::Result<()> {
         v["connector"]
     );
     println!(
-        "hints: {} accepted, {} rejected, {} malformed",
-        v["hints"]["accepted"], v["hints"]["rejected"], v["hints"]["malformed"]
+        "hints: {} accepted, {} rejected, {} malformed, {} about threads already gone",
+        v["hints"]["accepted"], v["hints"]["rejected"], v["hints"]["malformed"], v["hints"]["gone"]
     );
     for r in v["rules"].as_array().into_iter().flatten() {
         let classes: Vec<String> = r["classes"]

@@ -49,6 +49,9 @@ enum Command {
     Daemon(live::DaemonArgs),
     /// Show a running daemon's statistics.
     Stats(live::StatsArgs),
+    /// Say what this machine and these privileges give the live backend, and what each missing
+    /// piece disables.
+    Doctor(live::DoctorArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions(CompletionsArgs),
     /// Print the man page (roff) on stdout.
@@ -104,6 +107,7 @@ fn main() -> ExitCode {
         Some(Command::Emulate(args)) => live::run_emulate(&args).map(|code| status = code),
         Some(Command::Daemon(args)) => live::run_daemon(&args),
         Some(Command::Stats(args)) => live::run_stats(&args),
+        Some(Command::Doctor(args)) => live::run_doctor(&args),
         Some(Command::Completions(args)) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut cmd, "hetsched", &mut std::io::stdout());

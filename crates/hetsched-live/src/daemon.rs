@@ -197,6 +197,7 @@ pub fn openmetrics(s: &DaemonStats) -> String {
         ("accepted", s.hints.accepted),
         ("rejected", s.hints.rejected),
         ("malformed", s.hints.malformed),
+        ("gone", s.hints.gone),
     ] {
         o.push_str(&format!("hetsched_hints_total{{result=\"{k}\"}} {v}\n"));
     }

@@ -24,6 +24,9 @@ pub struct HintCounts {
     pub rejected: u64,
     /// Not a hint: bad format, or longer than the largest hint.
     pub malformed: u64,
+    /// About a thread that had exited by the time the hint was read (a thread leaving its
+    /// fragment as it ends): nothing to do, and not an error.
+    pub gone: u64,
 }
 
 /// A hint that passed the checks.
@@ -187,6 +190,10 @@ impl HintServer {
                 self.counts.rejected += 1;
                 continue;
             };
+            if proc.tgid_of(tid).is_none() {
+                self.counts.gone += 1;
+                continue;
+            }
             if !may_hint(cred, tid, proc) || !manages(tid) {
                 tracing::debug!(
                     "hint about thread {tid} from pid {} uid {} rejected",
@@ -258,6 +265,8 @@ mod tests {
             .unwrap();
         // A well-formed hint about a thread nobody manages.
         client.data_fragment(1, Some(1), None).unwrap();
+        // A thread leaving its fragment as it ends: gone when read.
+        client.data_fragment(u32::MAX - 7, Some(1), None).unwrap();
         let mut out = Vec::new();
         server.drain(&Proc::default(), |t| t == me, &mut out);
         assert_eq!(
@@ -265,7 +274,8 @@ mod tests {
             HintCounts {
                 accepted: 1,
                 rejected: 1,
-                malformed: 2
+                malformed: 2,
+                gone: 1,
             }
         );
         assert_eq!(

@@ -7,11 +7,13 @@
 //! - [`sys`], [`journal`], [`pages`]: affinity, the restore journal, page migration.
 //! - [`hints`]: the hint socket's receiving side.
 //! - [`emulate`]: slow cores made on symmetric hardware by duty cycling.
+//! - [`doctor`]: what this machine and these privileges give the backend.
 //! - [`run`], [`daemon`] (with [`signals`] and [`event_loop`]): the two ways to drive engines.
 
 pub mod connector;
 pub mod counters;
 pub mod daemon;
+pub mod doctor;
 pub mod emulate;
 pub mod engine;
 pub mod event_loop;
