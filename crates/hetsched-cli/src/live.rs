@@ -91,6 +91,10 @@ pub struct DaemonArgs {
     /// Poll /proc only.
     #[arg(long)]
     pub no_connector: bool,
+    /// At the stop, the daemon's statistics as one JSON document on stdout (as `hetsched stats
+    /// --json` gives them), instead of the one-line summary on stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -101,6 +105,9 @@ pub struct StatsArgs {
     /// Print the JSON document as the daemon sent it.
     #[arg(long)]
     pub json: bool,
+    /// Ask again every this many seconds until interrupted (with --json, one document a line).
+    #[arg(long, value_name = "SECONDS")]
+    pub watch: Option<f64>,
 }
 
 /// `hetsched doctor`.
@@ -447,6 +454,10 @@ pub fn run_daemon(args: &DaemonArgs) -> anyhow::Result<()> {
         use_connector: !args.no_connector,
     };
     let stats = daemon::run_daemon(config, setup)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+        return Ok(());
+    }
     eprintln!(
         "hetsched daemon: stopped after {:.1} s; own CPU {:.3} s ({:.2}% of one core)",
         stats.uptime_s,
@@ -457,6 +468,25 @@ pub fn run_daemon(args: &DaemonArgs) -> anyhow::Result<()> {
 }
 
 pub fn run_stats(args: &StatsArgs) -> anyhow::Result<()> {
+    let Some(every) = args.watch else {
+        return print_stats(args);
+    };
+    if !(0.1..=3600.0).contains(&every) {
+        return Err(bad_input(format!(
+            "--watch {every}: must be 0.1 .. 3600 seconds"
+        )));
+    }
+    loop {
+        print_stats(args)?;
+        if !args.json {
+            println!();
+        }
+        std::io::Write::flush(&mut std::io::stdout())?;
+        std::thread::sleep(Duration::from_secs_f64(every));
+    }
+}
+
+fn print_stats(args: &StatsArgs) -> anyhow::Result<()> {
     let text = daemon::read_stats(&args.socket)
         .map_err(|e| anyhow::anyhow!("no daemon answers at {} ({e})", args.socket.display()))?;
     if args.json {

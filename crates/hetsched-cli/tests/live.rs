@@ -933,6 +933,75 @@ fn the_exit_status_passes_through_and_a_bad_command_is_exit_2() {
     }
 }
 
+/// Under systemd's `Type=notify` the daemon says READY=1 once its sockets are up and STOPPING=1
+/// at SIGTERM; `stats --watch` asks again and again; `daemon --json` ends with its statistics as
+/// one JSON document.
+#[test]
+fn the_daemon_notifies_readiness_watches_and_reports_as_json() {
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("notify");
+    let stats = s.path("stats.sock");
+    let config = s.path("daemon.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "hint_socket = \"{}\"\nstats_socket = \"{}\"\n[[rule]]\npolicy = \"amps\"\nmatch = {{ comm = \"no-such-program\" }}\n",
+            s.path("hint.sock").display(),
+            stats.display()
+        ),
+    )
+    .unwrap();
+    let notify = std::os::unix::net::UnixDatagram::bind(s.path("notify.sock")).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let daemon = s
+        .hetsched()
+        .args(["daemon", "--json", "--config"])
+        .arg(&config)
+        .arg("--machine")
+        .arg(s.machine())
+        .env("NOTIFY_SOCKET", s.path("notify.sock"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = notify.recv(&mut buf).unwrap();
+    let ready = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(ready.lines().any(|l| l == "READY=1"), "{ready}");
+    assert!(stats.exists(), "ready before the stats socket is up");
+    // Three answers a line each, about 0.2 s apart.
+    let mut watch = Command::new(HETSCHED)
+        .args(["stats", "--json", "--watch", "0.2", "--socket"])
+        .arg(&stats)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    kill(watch.id(), libc::SIGTERM);
+    let _ = watch.wait();
+    let mut lines = String::new();
+    Read::read_to_string(&mut watch.stdout.take().unwrap(), &mut lines).unwrap();
+    let docs: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(docs.len() >= 3, "{lines}");
+    assert!(docs[1]["uptime_s"].as_f64() > docs[0]["uptime_s"].as_f64());
+    kill(daemon.id(), libc::SIGTERM);
+    let n = notify.recv(&mut buf).unwrap();
+    assert_eq!(String::from_utf8_lossy(&buf[..n]).trim(), "STOPPING=1");
+    let out = daemon.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["rules"][0]["policy"], "amps");
+    assert!(report["uptime_s"].as_f64().unwrap() > 0.5, "{report}");
+}
+
 /// The daemon managing 10,000 threads stays under 20 MB, and once they are gone its memory returns
 /// near where it started (before, it grew from 5 to 22 MB under churn and stayed there).
 #[test]

@@ -316,6 +316,19 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
     events.set(Source::Hints, Some(daemon.hints.raw_fd()));
     events.set(Source::Stats, Some(stats_listener.as_raw_fd()));
     events.set(Source::Metrics, metrics.as_ref().map(AsRawFd::as_raw_fd));
+    // Under systemd (`Type=notify`): ready once every socket is bound and every journal is
+    // recovered; a no-op elsewhere.
+    let status = format!(
+        "{} rule(s), stats at {}",
+        daemon.engines.len(),
+        stats_path.display()
+    );
+    if let Err(e) = sd_notify::notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&status),
+    ]) {
+        tracing::warn!("cannot tell the service manager the daemon is ready: {e}");
+    }
     loop {
         events.set(Source::ProcessEvents, daemon.tracker.event_fd());
         let ready = events.wait();
@@ -348,6 +361,7 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
             events.ticked();
         }
     }
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     let final_stats = daemon.stats();
     for r in &mut daemon.engines {
         r.engine.finish();
