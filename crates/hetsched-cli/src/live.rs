@@ -452,6 +452,7 @@ pub fn run_daemon(args: &DaemonArgs) -> anyhow::Result<()> {
         plan: counter_plan(),
         state_dir: state_dir(),
         use_connector: !args.no_connector,
+        config_path: Some(args.config.clone()),
     };
     let stats = daemon::run_daemon(config, setup)?;
     if args.json {

@@ -553,6 +553,15 @@ fn data_sharing_groups_take_one_cpu_each_in_every_run() {
         );
         let r = json_of(&out);
         assert_eq!(r["hints"]["accepted"], 4, "{r}");
+        // The summary shows the grouping: per fragment, its two threads' entries and CPUs.
+        let fragments = r["fragments"].as_array().unwrap();
+        assert_eq!(fragments.len(), 2, "{r}");
+        for (df, f) in fragments.iter().enumerate() {
+            assert_eq!(f["process"], "hetsched-work");
+            assert_eq!(f["fragment"], df);
+            assert_eq!(f["entries"], 2, "{f}");
+            assert!(!f["cpus"].as_str().unwrap().is_empty(), "{f}");
+        }
     }
 }
 
@@ -944,11 +953,16 @@ fn the_daemon_notifies_readiness_watches_and_reports_as_json() {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let s = Scratch::new("notify");
     let stats = s.path("stats.sock");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let config = s.path("daemon.toml");
     std::fs::write(
         &config,
         format!(
-            "hint_socket = \"{}\"\nstats_socket = \"{}\"\n[[rule]]\npolicy = \"amps\"\nmatch = {{ comm = \"no-such-program\" }}\n",
+            "hint_socket = \"{}\"\nstats_socket = \"{}\"\nmetrics = \"127.0.0.1:{port}\"\n[[rule]]\npolicy = \"amps\"\nmatch = {{ comm = \"no-such-program\" }}\n",
             s.path("hint.sock").display(),
             stats.display()
         ),
@@ -992,6 +1006,32 @@ fn the_daemon_notifies_readiness_watches_and_reports_as_json() {
         .collect();
     assert!(docs.len() >= 3, "{lines}");
     assert!(docs[1]["uptime_s"].as_f64() > docs[0]["uptime_s"].as_f64());
+    // Idle metrics clients (connected, never asking) do not hold up the daemon's loop: the
+    // metrics are served from a thread of their own (before, each held the loop 200 ms).
+    let idle: Vec<std::net::TcpStream> = (0..10)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    let t = Instant::now();
+    let out = Command::new(HETSCHED)
+        .args(["stats", "--json", "--socket"])
+        .arg(&stats)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        t.elapsed() < Duration::from_millis(1000),
+        "{:?}",
+        t.elapsed()
+    );
+    drop(idle);
+    let body = {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut b = String::new();
+        c.read_to_string(&mut b).unwrap();
+        b
+    };
+    assert!(body.contains("hetsched_daemon_cpu_seconds_total"), "{body}");
     kill(daemon.id(), libc::SIGTERM);
     let n = notify.recv(&mut buf).unwrap();
     assert_eq!(String::from_utf8_lossy(&buf[..n]).trim(), "STOPPING=1");
@@ -1000,6 +1040,96 @@ fn the_daemon_notifies_readiness_watches_and_reports_as_json() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["rules"][0]["policy"], "amps");
     assert!(report["uptime_s"].as_f64().unwrap() > 0.5, "{report}");
+}
+
+/// SIGHUP reloads the rules: a removed rule's threads get their masks back, a configuration that
+/// does not parse changes nothing, and a rule added back manages its processes again (before,
+/// SIGHUP was ignored).
+#[test]
+fn sighup_reloads_the_rules_and_restores_the_threads_of_removed_ones() {
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("reload");
+    let stats = s.path("stats.sock");
+    let config = s.path("daemon.toml");
+    let write = |comm: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "interval_ms = 20\nstrict_placement = true\nhint_socket = \"{}\"\nstats_socket = \"{}\"\n[[rule]]\npolicy = \"amps\"\nmatch = {{ comm = \"{comm}\" }}\n",
+                s.path("hint.sock").display(),
+                stats.display()
+            ),
+        )
+        .unwrap();
+    };
+    write("hetsched-work");
+    let mut daemon = s
+        .hetsched()
+        .args(["daemon", "--config"])
+        .arg(&config)
+        .arg("--machine")
+        .arg(s.machine())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || stats.exists()));
+    let tid_file = s.path("tids");
+    let mut worker = Command::new(WORK)
+        .arg("--tid-file")
+        .arg(&tid_file)
+        .args(["int", "--threads", "1", "--work", "3000"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let tid = tids(&tid_file, 1)[0];
+    s.doom(tid);
+    let pinned = || mask_of(tid).as_deref() == Some("0");
+    let free = || mask_of(tid) == Some(all_cpus_list());
+    assert!(
+        wait_until(Duration::from_secs(5), pinned),
+        "{:?}",
+        mask_of(tid)
+    );
+    // The rule is gone: its thread is the kernel's again.
+    write("no-such-program");
+    kill(daemon.id(), libc::SIGHUP);
+    assert!(
+        wait_until(Duration::from_secs(5), free),
+        "{:?}",
+        mask_of(tid)
+    );
+    // A file that does not parse: nothing changes, the daemon goes on.
+    std::fs::write(&config, "interval_ms = \"fast\"\n").unwrap();
+    kill(daemon.id(), libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Command::new(HETSCHED)
+        .args(["stats", "--json", "--socket"])
+        .arg(&stats)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(json_of(&out)["rules"].as_array().unwrap().len(), 1);
+    assert!(free());
+    // The rule is back: the thread is managed again.
+    write("hetsched-work");
+    kill(daemon.id(), libc::SIGHUP);
+    assert!(
+        wait_until(Duration::from_secs(5), pinned),
+        "{:?}",
+        mask_of(tid)
+    );
+    kill(daemon.id(), libc::SIGTERM);
+    let status = daemon.wait().unwrap();
+    let mut err = String::new();
+    Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    assert!(err.contains("configuration not reloaded"), "{err}");
+    assert!(free(), "restored at the stop");
+    let _ = worker.kill();
+    let _ = worker.wait();
 }
 
 /// The daemon managing 10,000 threads stays under 20 MB, and once they are gone its memory returns

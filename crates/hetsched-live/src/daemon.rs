@@ -35,6 +35,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Default location of the daemon's hint socket.
@@ -47,7 +48,7 @@ fn default_interval() -> u64 {
 }
 
 /// One rule: processes matching `match` run under `policy`.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
     pub policy: String,
@@ -220,6 +221,8 @@ pub struct DaemonSetup {
     pub plan: CounterPlan,
     pub state_dir: PathBuf,
     pub use_connector: bool,
+    /// The configuration file, read again at SIGHUP (`None`: no reloading).
+    pub config_path: Option<PathBuf>,
 }
 
 struct RuleEngine {
@@ -257,7 +260,7 @@ fn bind_stats(path: &Path) -> io::Result<UnixListener> {
 }
 
 /// Run the daemon until SIGTERM or SIGINT. Call from the process's only thread.
-pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStats> {
+pub fn run_daemon(mut config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStats> {
     // Before any socket or state file: one daemon per state directory.
     let _lock = InstanceLock::acquire(&s.state_dir, "daemon")
         .map_err(|e| io::Error::other(format!("daemon {e}")))?;
@@ -287,11 +290,17 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
         .unwrap_or_else(|| DEFAULT_STATS_SOCKET.into());
     let stats_listener =
         bind_stats(&stats_path).map_err(named(format!("stats_socket {}", stats_path.display())))?;
+    // The metrics are served from a thread of their own, from the last interval's snapshot: a
+    // slow or idle scraper never holds up placement.
     let metrics = match &config.metrics {
         Some(a) => {
             let l = TcpListener::bind(a).map_err(named(format!("metrics {a}")))?;
-            l.set_nonblocking(true)?;
-            Some(l)
+            let snapshot = Arc::new(Mutex::new(String::new()));
+            let served = snapshot.clone();
+            std::thread::Builder::new()
+                .name("metrics".into())
+                .spawn(move || serve_metrics(&l, &served))?;
+            Some(snapshot)
         }
         None => None,
     };
@@ -315,7 +324,6 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
     events.set(Source::Signals, Some(signals.as_raw_fd()));
     events.set(Source::Hints, Some(daemon.hints.raw_fd()));
     events.set(Source::Stats, Some(stats_listener.as_raw_fd()));
-    events.set(Source::Metrics, metrics.as_ref().map(AsRawFd::as_raw_fd));
     // Under systemd (`Type=notify`): ready once every socket is bound and every journal is
     // recovered; a no-op elsewhere.
     let status = format!(
@@ -332,8 +340,12 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
     loop {
         events.set(Source::ProcessEvents, daemon.tracker.event_fd());
         let ready = events.wait();
-        if ready.has(Source::Signals) && stop_requested(&signals) {
-            break;
+        if ready.has(Source::Signals) {
+            match signal_action(&signals) {
+                SignalAction::Stop => break,
+                SignalAction::Reload => daemon.reload(&mut config, &s, &cfg, &proc),
+                SignalAction::None => {}
+            }
         }
         let mut rescan = false;
         if ready.has(Source::ProcessEvents) {
@@ -346,9 +358,6 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
         if ready.has(Source::Stats) {
             daemon.serve_stats(&stats_listener);
         }
-        if let Some(m) = metrics.as_ref().filter(|_| ready.has(Source::Metrics)) {
-            daemon.serve_metrics(m);
-        }
         let due = events.tick_due();
         if rescan {
             daemon.tracker.scan(&mut daemon.changes);
@@ -359,6 +368,10 @@ pub fn run_daemon(config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStat
             apply_changes(&mut daemon.changes, &mut daemon.engines);
             daemon.on_tick(events.elapsed_ns());
             events.ticked();
+            if let Some(m) = &metrics {
+                let text = openmetrics(&daemon.stats());
+                *m.lock().unwrap_or_else(PoisonError::into_inner) = text;
+            }
         }
     }
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
@@ -400,19 +413,29 @@ fn rule_engines(
     Ok(engines)
 }
 
-/// Drain the signal descriptor: SIGCHLD reaps, SIGHUP is ignored, any other signal asks to stop.
-fn stop_requested(signals: &Signals) -> bool {
-    let mut stop = false;
+/// What the signals received ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SignalAction {
+    None,
+    Reload,
+    Stop,
+}
+
+/// Drain the signal descriptor: SIGCHLD reaps, SIGHUP asks to reload the configuration, any
+/// other signal asks to stop (which wins).
+fn signal_action(signals: &Signals) -> SignalAction {
+    let mut action = SignalAction::None;
     for sig in signals.drain() {
         match sig.signo {
             libc::SIGCHLD => {
                 signals::reap(0);
             }
-            libc::SIGHUP => tracing::info!("SIGHUP ignored (restart to reload)"),
-            _ => stop = true,
+            libc::SIGHUP if action == SignalAction::None => action = SignalAction::Reload,
+            libc::SIGHUP => {}
+            _ => action = SignalAction::Stop,
         }
     }
-    stop
+    action
 }
 
 /// What the daemon tracks while it runs.
@@ -427,6 +450,74 @@ struct Daemon {
 }
 
 impl Daemon {
+    /// SIGHUP: read the configuration again. A file that does not parse changes nothing (the
+    /// error is logged). Changed rules take effect: every engine finishes (restoring each
+    /// affinity it changed, so the threads of a removed rule are the kernel's again), the new
+    /// rules' engines start, and the processes are matched afresh (the threads of rules that
+    /// stay are placed again within an interval). Sockets, the interval and the placement mode
+    /// need a restart; a change there is logged and not applied.
+    fn reload(
+        &mut self,
+        config: &mut DaemonConfig,
+        s: &DaemonSetup,
+        cfg: &EngineConfig,
+        proc: &Proc,
+    ) {
+        let Some(path) = &s.config_path else {
+            tracing::info!("SIGHUP: no configuration file to read again");
+            return;
+        };
+        let new = match std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("{}: {e}", path.display())))
+            .and_then(|text| DaemonConfig::parse(&text, &path.display().to_string()))
+        {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(
+                    "SIGHUP: configuration not reloaded, the daemon goes on as it was: {e}"
+                );
+                return;
+            }
+        };
+        let fixed = [
+            ("interval_ms", new.interval_ms != config.interval_ms),
+            ("hint_socket", new.hint_socket != config.hint_socket),
+            ("stats_socket", new.stats_socket != config.stats_socket),
+            ("metrics", new.metrics != config.metrics),
+            ("dry_run", new.dry_run != config.dry_run),
+            (
+                "strict_placement",
+                new.strict_placement != config.strict_placement,
+            ),
+        ];
+        for (field, changed) in fixed {
+            if changed {
+                tracing::warn!("SIGHUP: {field} changed; it takes effect at the next start");
+            }
+        }
+        if new.rules == config.rules {
+            tracing::info!("SIGHUP: rules unchanged");
+            return;
+        }
+        // The old engines finish first: the new ones' journals take the same files.
+        for r in &mut self.engines {
+            r.engine.finish();
+        }
+        self.engines = match rule_engines(&new, s, cfg) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!("SIGHUP: the new rules cannot start ({e}); the old ones go on");
+                rule_engines(config, s, cfg).unwrap_or_default()
+            }
+        };
+        let rules: Vec<Match> = new.rules.iter().map(|r| r.matcher.clone()).collect();
+        self.tracker = Tracker::new(proc.clone(), Scope::Rules(rules), s.use_connector);
+        self.tracker.scan(&mut self.changes);
+        apply_changes(&mut self.changes, &mut self.engines);
+        tracing::info!("SIGHUP: {} rule(s) now", new.rules.len());
+        config.rules = new.rules;
+    }
+
     /// The statistics now.
     fn stats(&self) -> DaemonStats {
         let (rss_kb, peak_rss_kb) = sys::process_memory_kb();
@@ -489,22 +580,6 @@ impl Daemon {
         }
     }
 
-    /// Answer every waiting metrics client with the OpenMetrics text over HTTP/1.0.
-    fn serve_metrics(&self, listener: &TcpListener) {
-        while let Ok((mut conn, _)) = listener.accept() {
-            let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
-            let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
-            let mut req = [0u8; 1024];
-            let _ = conn.read(&mut req);
-            let body = openmetrics(&self.stats());
-            let _ = write!(
-                conn,
-                "HTTP/1.0 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    }
-
     /// One interval: every rule's engine ticks.
     fn on_tick(&mut self, now_ns: u64) {
         for (i, r) in self.engines.iter_mut().enumerate() {
@@ -539,6 +614,27 @@ fn apply_changes(changes: &mut Changes, engines: &mut [RuleEngine]) {
     }
     for r in engines.iter_mut() {
         r.engine.sync_journal();
+    }
+}
+
+/// Answer metrics clients, one at a time, with the latest snapshot over HTTP/1.0 (the daemon's
+/// `metrics` thread; it ends with the process).
+fn serve_metrics(listener: &TcpListener, snapshot: &Mutex<String>) {
+    for conn in listener.incoming() {
+        let Ok(mut conn) = conn else { continue };
+        let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
+        let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
+        let mut req = [0u8; 1024];
+        let _ = conn.read(&mut req);
+        let body = snapshot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let _ = write!(
+            conn,
+            "HTTP/1.0 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
     }
 }
 

@@ -37,8 +37,6 @@ pub enum Source {
     Hints,
     /// The local statistics socket.
     Stats,
-    /// The OpenMetrics listener.
-    Metrics,
 }
 
 /// The sources that are readable after one wait.

@@ -191,6 +191,13 @@ impl Engine {
     /// Thread `i` was placed on `chosen`: until the next read it counts where it will run, its
     /// core if that is in the set, else the least loaded core of the set.
     pub(super) fn settle(&mut self, i: usize, chosen: &CpuSet) {
+        if let Some(df) = self.obs[i].data_fragment {
+            let name = self
+                .procs
+                .get(&self.slots[i].pid)
+                .map_or("", |p| p.name.as_str());
+            self.totals.fragment(name, df, false, Some(chosen));
+        }
         let o = &self.obs[i];
         if o.cpu.is_some_and(|c| chosen.contains(c)) {
             return;

@@ -134,6 +134,9 @@ struct Totals {
     /// CPU ns per core class.
     class_ns: Vec<f64>,
     by_name: BTreeMap<String, NameTotals>,
+    /// Per process name and data fragment: the hints entering it and the CPUs its threads were
+    /// placed on (at most [`MAX_PROCESS_NAMES`] rows; further fragments are not kept).
+    fragments: BTreeMap<(String, u64), (u64, CpuSet)>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -156,6 +159,20 @@ impl Totals {
             self.by_name.insert(key.to_string(), NameTotals::default());
         }
         self.by_name.get_mut(key).expect("inserted above")
+    }
+
+    /// A thread of a process named `name` entered fragment `df` (`cpus`: where it was placed, if
+    /// it was).
+    fn fragment(&mut self, name: &str, df: u64, entered: bool, cpus: Option<&CpuSet>) {
+        let key = (name.to_string(), df);
+        if !self.fragments.contains_key(&key) && self.fragments.len() >= MAX_PROCESS_NAMES {
+            return;
+        }
+        let row = self.fragments.entry(key).or_default();
+        row.0 += u64::from(entered);
+        if let Some(c) = cpus {
+            row.1.union_with(c);
+        }
     }
 
     /// Fold in one thread of a process named `name`.
@@ -236,6 +253,17 @@ pub struct ProcessSummary {
     pub placements_applied: u64,
 }
 
+/// One data fragment of one process name in the summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct FragmentSummary {
+    pub process: String,
+    pub fragment: u64,
+    /// Hints of a thread entering it.
+    pub entries: u64,
+    /// The CPUs its threads were placed on (kernel cpulist).
+    pub cpus: String,
+}
+
 /// What the engine reports at the end.
 #[derive(Clone, Debug, Serialize)]
 pub struct EngineSummary {
@@ -255,6 +283,8 @@ pub struct EngineSummary {
     pub class_s: BTreeMap<String, f64>,
     /// Per command name, most CPU first.
     pub processes: Vec<ProcessSummary>,
+    /// Per process name and data fragment (threads that hinted theirs): where they ran.
+    pub fragments: Vec<FragmentSummary>,
     pub restore: Restored,
 }
 
@@ -831,6 +861,11 @@ impl Engine {
             Hint::DataFragment { next, .. } => {
                 self.fragments_seen = true;
                 self.obs[id.index()].data_fragment = *next;
+                if let Some(df) = *next {
+                    let pid = self.slots[id.index()].pid;
+                    let name = self.procs.get(&pid).map_or("", |p| p.name.as_str());
+                    self.totals.fragment(name, df, true, None);
+                }
             }
             Hint::Signature(s) => {
                 self.signatures_seen = true;

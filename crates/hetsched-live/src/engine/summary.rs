@@ -43,6 +43,16 @@ impl Engine {
             })
             .collect();
         processes.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s).then(a.name.cmp(&b.name)));
+        let fragments = totals
+            .fragments
+            .iter()
+            .map(|((process, fragment), (entries, cpus))| FragmentSummary {
+                process: process.clone(),
+                fragment: *fragment,
+                entries: *entries,
+                cpus: self.cpus.to_os(cpus).to_list(),
+            })
+            .collect();
         let missing = self
             .policy
             .as_ref()
@@ -64,6 +74,7 @@ impl Engine {
             threads_peak: self.threads_peak,
             class_s: by_class(&totals.class_ns),
             processes,
+            fragments,
             restore: self.restored,
         }
     }
