@@ -29,6 +29,12 @@ use crate::sys::{self, CpuMap};
 use crate::tracker::{Changes, Match, Scope, Tracker};
 use hetsched_core::policies::{policy_names, policy_with_options, PolicyOptions};
 use hetsched_core::{CpuSet, InputError, Topology};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -156,61 +162,99 @@ pub struct DaemonStats {
     pub rules: Vec<RuleStats>,
 }
 
-/// OpenMetrics text for `stats`.
+/// The daemon's statistics as metrics, for the `prometheus-client` encoder: one series per rule,
+/// policy and core class, never one per thread.
+#[derive(Debug)]
+struct StatsCollector(DaemonStats);
+
+impl Collector for StatsCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let s = &self.0;
+        let labels = |r: &RuleStats, class: Option<&str>| {
+            let mut l = vec![
+                ("rule".to_string(), r.rule.to_string()),
+                ("policy".to_string(), r.policy.clone()),
+            ];
+            if let Some(c) = class {
+                l.push(("class".to_string(), c.to_string()));
+            }
+            l
+        };
+        let mut m = encoder.encode_descriptor(
+            "hetsched_threads",
+            "Managed threads by rule, policy and the core class they were last seen on.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for r in &s.rules {
+            for c in &r.classes {
+                let l = labels(r, Some(&c.class));
+                ConstGauge::new(i64::from(c.threads)).encode(m.encode_family(&l)?)?;
+            }
+        }
+        let mut m = encoder.encode_descriptor(
+            "hetsched_cpu_seconds",
+            "CPU time of managed threads by rule, policy and core class.",
+            None,
+            MetricType::Counter,
+        )?;
+        for r in &s.rules {
+            for c in &r.classes {
+                let l = labels(r, Some(&c.class));
+                ConstCounter::new(c.cpu_s).encode(m.encode_family(&l)?)?;
+            }
+        }
+        let mut m = encoder.encode_descriptor(
+            "hetsched_placements_applied",
+            "Placements applied by rule.",
+            None,
+            MetricType::Counter,
+        )?;
+        for r in &s.rules {
+            let l = labels(r, None);
+            ConstCounter::new(r.decisions.applied).encode(m.encode_family(&l)?)?;
+        }
+        let mut m = encoder.encode_descriptor(
+            "hetsched_hints",
+            "Hints received, by what became of them.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (k, v) in [
+            ("accepted", s.hints.accepted),
+            ("rejected", s.hints.rejected),
+            ("malformed", s.hints.malformed),
+            ("gone", s.hints.gone),
+        ] {
+            let l = [("result", k)];
+            ConstCounter::new(v).encode(m.encode_family(&l)?)?;
+        }
+        let m = encoder.encode_descriptor(
+            "hetsched_daemon_cpu_seconds",
+            "CPU time of the daemon itself.",
+            None,
+            MetricType::Counter,
+        )?;
+        ConstCounter::new(s.daemon_cpu_s).encode(m)?;
+        let m = encoder.encode_descriptor(
+            "hetsched_daemon_resident_bytes",
+            "The daemon's resident memory.",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(s.rss_kb * 1024).encode(m)?;
+        Ok(())
+    }
+}
+
+/// OpenMetrics text for `stats` (the `prometheus-client` text encoder).
 pub fn openmetrics(s: &DaemonStats) -> String {
-    let mut o = String::new();
-    let esc = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
-    o.push_str("# TYPE hetsched_threads gauge\n# HELP hetsched_threads Managed threads by rule, policy and the core class they were last seen on.\n");
-    for r in &s.rules {
-        for c in &r.classes {
-            o.push_str(&format!(
-                "hetsched_threads{{rule=\"{}\",policy=\"{}\",class=\"{}\"}} {}\n",
-                r.rule,
-                esc(&r.policy),
-                esc(&c.class),
-                c.threads
-            ));
-        }
-    }
-    o.push_str("# TYPE hetsched_cpu_seconds counter\n# HELP hetsched_cpu_seconds CPU time of managed threads by rule and core class.\n");
-    for r in &s.rules {
-        for c in &r.classes {
-            o.push_str(&format!(
-                "hetsched_cpu_seconds_total{{rule=\"{}\",policy=\"{}\",class=\"{}\"}} {}\n",
-                r.rule,
-                esc(&r.policy),
-                esc(&c.class),
-                c.cpu_s
-            ));
-        }
-    }
-    o.push_str("# TYPE hetsched_placements_applied counter\n# HELP hetsched_placements_applied Placements applied by rule.\n");
-    for r in &s.rules {
-        o.push_str(&format!(
-            "hetsched_placements_applied_total{{rule=\"{}\",policy=\"{}\"}} {}\n",
-            r.rule,
-            esc(&r.policy),
-            r.decisions.applied
-        ));
-    }
-    o.push_str("# TYPE hetsched_hints counter\n");
-    for (k, v) in [
-        ("accepted", s.hints.accepted),
-        ("rejected", s.hints.rejected),
-        ("malformed", s.hints.malformed),
-        ("gone", s.hints.gone),
-    ] {
-        o.push_str(&format!("hetsched_hints_total{{result=\"{k}\"}} {v}\n"));
-    }
-    o.push_str(&format!(
-        "# TYPE hetsched_daemon_cpu_seconds counter\nhetsched_daemon_cpu_seconds_total {}\n",
-        s.daemon_cpu_s
-    ));
-    o.push_str(&format!(
-        "# TYPE hetsched_daemon_resident_bytes gauge\n# HELP hetsched_daemon_resident_bytes The daemon's resident memory.\nhetsched_daemon_resident_bytes {}\n# EOF\n",
-        s.rss_kb * 1024
-    ));
-    o
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(StatsCollector(s.clone())));
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry)
+        .expect("writing to a String does not fail");
+    out
 }
 
 /// The machine and counters every rule's engine shares.
