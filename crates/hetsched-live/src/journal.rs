@@ -171,8 +171,7 @@ impl Journal {
             if let Some(moved) = self.file.threads.get(i) {
                 self.index.insert(moved.tid, i);
             }
-            let (len, capacity) = (self.file.threads.len(), self.file.threads.capacity());
-            if capacity > 4 * len + 1024 {
+            if sys::oversized(self.file.threads.capacity(), self.file.threads.len()) {
                 self.file.threads.shrink_to_fit();
             }
         }

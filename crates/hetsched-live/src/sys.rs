@@ -336,6 +336,12 @@ pub fn tune_allocator() {
     }
 }
 
+/// A table holding this much more room than entries is worth shrinking after a burst (the
+/// tracker's and the journal's tables).
+pub fn oversized(capacity: usize, len: usize) -> bool {
+    capacity > 4 * len + 1024
+}
+
 /// Give the heap's free memory back to the system (glibc keeps what freed threads' records held;
 /// `malloc_trim(3)`). Elsewhere a no-op.
 pub fn release_free_memory() {

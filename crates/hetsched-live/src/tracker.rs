@@ -344,27 +344,24 @@ impl Tracker {
     /// Give back what a burst of threads left allocated in the tables (bounded memory: the tracker
     /// returns to the size of what it tracks now).
     fn shrink(&mut self) {
-        fn oversized(capacity: usize, len: usize) -> bool {
-            capacity > 4 * len + 1024
-        }
         let mut shrunk = false;
-        if oversized(self.threads.capacity(), self.threads.len()) {
+        if crate::sys::oversized(self.threads.capacity(), self.threads.len()) {
             self.threads.shrink_to_fit();
             shrunk = true;
         }
-        if oversized(self.untouchable.capacity(), self.untouchable.len()) {
+        if crate::sys::oversized(self.untouchable.capacity(), self.untouchable.len()) {
             self.untouchable.shrink_to_fit();
             shrunk = true;
         }
-        if oversized(self.procs.capacity(), self.procs.len()) {
+        if crate::sys::oversized(self.procs.capacity(), self.procs.len()) {
             self.procs.shrink_to_fit();
             shrunk = true;
         }
-        if oversized(self.outside.capacity(), self.outside.len()) {
+        if crate::sys::oversized(self.outside.capacity(), self.outside.len()) {
             self.outside.shrink_to_fit();
             shrunk = true;
         }
-        if oversized(self.events.capacity(), self.events.len()) {
+        if crate::sys::oversized(self.events.capacity(), self.events.len()) {
             self.events.shrink_to_fit();
             shrunk = true;
         }

@@ -209,15 +209,8 @@ impl Engine {
             return;
         };
         let id = o.id;
-        let counted = matches!(o.state, ThreadState::Runnable | ThreadState::Running);
-        if counted {
-            if let Some(from) = o.cpu {
-                let f = &mut self.cores[from.index()];
-                f.runnable = f.runnable.saturating_sub(1);
-                if f.current == Some(id) {
-                    f.current = None;
-                }
-            }
+        if matches!(o.state, ThreadState::Runnable | ThreadState::Running) {
+            self.uncount(i);
             let t = &mut self.cores[to.index()];
             t.runnable += 1;
             let o = &mut self.obs[i];
@@ -229,6 +222,19 @@ impl Engine {
             }
         }
         self.obs[i].cpu = Some(to);
+    }
+
+    /// Thread `i` no longer counts on the core it was counted on (if it was runnable there); its
+    /// state and CPU are the caller's to set.
+    pub(super) fn uncount(&mut self, i: usize) {
+        let o = &self.obs[i];
+        if let (ThreadState::Runnable | ThreadState::Running, Some(c)) = (o.state, o.cpu) {
+            let core = &mut self.cores[c.index()];
+            core.runnable = core.runnable.saturating_sub(1);
+            if core.current == Some(o.id) {
+                core.current = None;
+            }
+        }
     }
 
     /// Placements held back earlier, tried again.

@@ -755,14 +755,8 @@ impl Engine {
         s.counters = None;
         sys::FD_BUDGET.give_back(s.fds);
         let pid = s.pid;
+        self.uncount(id.index());
         let o = &mut self.obs[id.index()];
-        if let (ThreadState::Runnable | ThreadState::Running, Some(c)) = (o.state, o.cpu) {
-            let core = &mut self.cores[c.index()];
-            core.runnable = core.runnable.saturating_sub(1);
-            if core.current == Some(id) {
-                core.current = None;
-            }
-        }
         o.state = ThreadState::Exited;
         o.cpu = None;
         // Bounded memory: an exited thread keeps only its fixed-size record.
@@ -875,14 +869,8 @@ impl Engine {
         // The sender runs now (it just sent the hint) and is about to be placed: like a thread
         // the simulator places, it counts on no core until its placement puts it on one, so its
         // own load does not weigh against the core it was last seen on.
+        self.uncount(id.index());
         let o = &mut self.obs[id.index()];
-        if let (ThreadState::Runnable | ThreadState::Running, Some(c)) = (o.state, o.cpu) {
-            let core = &mut self.cores[c.index()];
-            core.runnable = core.runnable.saturating_sub(1);
-            if core.current == Some(id) {
-                core.current = None;
-            }
-        }
         o.state = ThreadState::Runnable;
         o.cpu = None;
         self.call(|p, v, out| p.on_hint(v, id, hint, out));

@@ -114,18 +114,7 @@ fn engine_for(
         config,
         journal,
     );
-    let proc = Proc::default();
-    let pid = std::process::id();
-    for &tid in &threads.tids {
-        let st = proc.task_stat(pid, tid).unwrap();
-        assert!(e.add(Found {
-            pid,
-            tid,
-            start_ticks: st.start_ticks,
-            group: 0,
-            ppid: st.ppid,
-        }));
-    }
+    add_all(&mut e, threads);
     (e, core, panic)
 }
 
@@ -363,27 +352,9 @@ fn threads_found_together_spread_instead_of_piling_on_one_cpu() {
     let n = crate::discover(std::path::Path::new("/"))
         .topology
         .num_cores();
-    let topology = hetsched_core::machine_file::parse_machine(
-        &format!(
-            "name = \"one\"\nmemory_latency_ns = 90.0\n[[classes]]\nname = \"cpu\"\ncapacity = 1.0\n\
-             [[cores]]\ncpus = \"0-{}\"\nclass = \"cpu\"\n",
-            n - 1
-        ),
-        "test",
-    )
-    .unwrap();
-    let cpus = CpuMap::new(&crate::discover(std::path::Path::new("/")).topology);
-    let mut e = Engine::new(
-        topology,
-        cpus,
-        &CpuSet::new(),
+    let mut e = dry_engine(
+        one_class_machine(),
         hetsched_core::policies::policy_by_name("amps").unwrap(),
-        CounterPlan::none(),
-        EngineConfig {
-            dry_run: true,
-            ..EngineConfig::default()
-        },
-        None,
     );
     let threads = Sleepers::new(4);
     add_all(&mut e, &threads);
