@@ -1,6 +1,8 @@
 //! The `hetsched` command. Arguments are checked before anything is built or run; errors map to
 //! exit codes: 0 success, 1 runtime failure, 2 bad input or usage (one line naming what is wrong).
 
+mod explain;
+mod figures;
 mod live;
 mod machine;
 mod policies;

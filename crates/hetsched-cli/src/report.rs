@@ -2,9 +2,11 @@
 //! files): speedups, per-app completion times, and a core-by-time Gantt chart per policy in the
 //! style of Pinter's Figures 2-3.
 
+use crate::figures::{bar_figure_svg, css, gantt_svg, series_colors, GanttRun};
 use crate::simulate::SimulateJson;
-use hetsched_core::policies::STATIC_BEST;
-use hetsched_core::Topology;
+use hetsched_core::ids::Id;
+use hetsched_core::{CoreId, Topology};
+use hetsched_experiments::reproduce::{Bar, BarGroup, Figure};
 use std::fmt::Write;
 
 /// Gantt charts are drawn for machines up to this many cores.
@@ -33,123 +35,6 @@ pub fn esc(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
-}
-
-/// A stable colour per name.
-fn color(name: &str) -> String {
-    let h = name
-        .bytes()
-        .fold(2166136261u32, |h, b| (h ^ b as u32).wrapping_mul(16777619));
-    format!("hsl({}, 60%, 55%)", h % 360)
-}
-
-fn bar_chart(title: &str, rows: &[(String, f64)], unit: &str, reference: Option<f64>) -> String {
-    let w = 640.0;
-    let label_w = 150.0;
-    let row_h = 22.0;
-    let h = rows.len() as f64 * row_h + 40.0;
-    let max = rows
-        .iter()
-        .map(|r| r.1)
-        .fold(reference.unwrap_or(0.0), f64::max)
-        .max(1e-12);
-    let scale = (w - label_w - 80.0) / max;
-    let mut svg = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = write!(
-        svg,
-        r#"<text x="0" y="14" font-weight="bold">{}</text>"#,
-        esc(title)
-    );
-    for (i, (name, v)) in rows.iter().enumerate() {
-        let y = 24.0 + i as f64 * row_h;
-        let _ = write!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="end">{}</text><rect x="{label_w}" y="{y}" width="{:.1}" height="{}" fill="{}"/><text x="{:.1}" y="{}">{v:.3} {unit}</text>"#,
-            label_w - 6.0,
-            y + 14.0,
-            esc(name),
-            v * scale,
-            row_h - 6.0,
-            color(name),
-            label_w + v * scale + 4.0,
-            y + 14.0
-        );
-    }
-    if let Some(r) = reference {
-        let x = label_w + r * scale;
-        let _ = write!(
-            svg,
-            r#"<line x1="{x:.1}" y1="20" x2="{x:.1}" y2="{}" stroke="black" stroke-dasharray="4 3"/>"#,
-            h - 10.0
-        );
-    }
-    svg.push_str("</svg>");
-    svg
-}
-
-fn gantt(doc: &SimulateJson, run_index: usize, cores: usize) -> String {
-    let run = &doc.runs[run_index];
-    let Some(segments) = &run.gantt else {
-        return String::new();
-    };
-    let end_ns = segments.iter().map(|s| s.end_ns).max().unwrap_or(1).max(1) as f64;
-    let w = 900.0;
-    let left = 60.0;
-    let row_h = 14.0;
-    let h = cores as f64 * row_h + 50.0;
-    let scale = (w - left - 10.0) / end_ns;
-    let mut svg = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = write!(
-        svg,
-        r#"<text x="0" y="12" font-weight="bold">{} (seed {}): which thread ran where</text>"#,
-        esc(&run.policy),
-        run.seed
-    );
-    for c in 0..cores {
-        let y = 20.0 + c as f64 * row_h;
-        let _ = write!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="end">core {c}</text>"#,
-            left - 4.0,
-            y + 10.0
-        );
-    }
-    for s in segments {
-        let x = left + s.start_ns as f64 * scale;
-        let width = ((s.end_ns - s.start_ns) as f64 * scale).max(0.3);
-        let y = 20.0 + s.core as f64 * row_h;
-        let _ = write!(
-            svg,
-            r#"<rect x="{x:.2}" y="{y}" width="{width:.2}" height="{}" fill="{}"><title>{} thread {} {:.3}-{:.3} s</title></rect>"#,
-            row_h - 2.0,
-            color(&s.app),
-            esc(&s.app),
-            s.thread,
-            s.start_ns as f64 / 1e9,
-            s.end_ns as f64 / 1e9
-        );
-    }
-    let _ = write!(
-        svg,
-        r#"<text x="{left}" y="{}">0 s</text><text x="{}" y="{}" text-anchor="end">{:.3} s</text>"#,
-        h - 8.0,
-        w - 10.0,
-        h - 8.0,
-        end_ns / 1e9
-    );
-    svg.push_str("</svg>");
-    if run.gantt_dropped > 0 {
-        let _ = write!(
-            svg,
-            "<p>{} later segments not drawn.</p>",
-            run.gantt_dropped
-        );
-    }
-    svg
 }
 
 /// The whole page.
@@ -184,51 +69,11 @@ pub fn simulate_report(doc: &SimulateJson, topo: &Topology) -> String {
         );
     }
     html.push_str("</table>");
-    let speedups: Vec<(String, f64)> = doc
-        .results
-        .iter()
-        .map(|r| (r.policy.clone(), r.speedup_vs_baseline))
-        .collect();
-    html.push_str(&bar_chart(
-        "Speedup over linux-default (dashed: 1.0)",
-        &speedups,
-        "x",
-        Some(1.0),
-    ));
-    for (i, app) in doc.baseline.apps.iter().enumerate() {
-        let rows: Vec<(String, f64)> = doc
-            .results
-            .iter()
-            .filter_map(|r| {
-                r.apps
-                    .get(i)
-                    .and_then(|a| a.completion_s)
-                    .map(|c| (r.policy.clone(), c))
-            })
-            .collect();
-        if !rows.is_empty() {
-            html.push_str(&bar_chart(
-                &format!("{}: mean completion time", app.name),
-                &rows,
-                "s",
-                None,
-            ));
-        }
+    for f in simulate_figures(doc) {
+        html.push_str(&bar_figure_svg(&f));
     }
     if topo.num_cores() <= GANTT_MAX_CORES {
-        html.push_str("<h2>Gantt charts (first seed)</h2><p>");
-        for app in &doc.baseline.apps {
-            let _ = write!(
-                html,
-                r#"<span style="display:inline-block;width:12px;height:12px;background:{};margin:0 4px 0 12px"></span>{}"#,
-                color(&app.name),
-                esc(&app.name)
-            );
-        }
-        html.push_str("</p>");
-        for (pi, _) in doc.results.iter().enumerate() {
-            html.push_str(&gantt(doc, pi * doc.seeds, topo.num_cores()));
-        }
+        html.push_str(&gantt_section(doc, topo));
     } else {
         let _ = write!(
             html,
@@ -239,152 +84,143 @@ pub fn simulate_report(doc: &SimulateJson, topo: &Topology) -> String {
     html
 }
 
-/// Grouped bars of fractions per bin, one colour per series (the style of AMPS Figure 6).
-pub fn histogram_svg(h: &hetsched_experiments::reproduce::Histogram) -> String {
-    let (w, plot_h, left, top) = (720.0, 220.0, 50.0, 30.0);
-    let bins = h.edges.len().saturating_sub(1).max(1);
-    let max = h
-        .series
+/// The figures of a simulation: each policy's speedup over the baseline with its range over seeds,
+/// and each app's mean completion time under every policy.
+fn simulate_figures(doc: &SimulateJson) -> Vec<Figure> {
+    let seeds = doc.seeds.max(1);
+    let speedups = doc
+        .results
         .iter()
-        .flat_map(|(_, v)| v.iter().copied())
-        .fold(0.0f64, f64::max)
-        .max(1e-9);
-    let bin_w = (w - left - 10.0) / bins as f64;
-    let bar_w = bin_w / (h.series.len().max(1) as f64 + 0.5);
-    let height = top + plot_h + 60.0 + 18.0 * h.series.len() as f64;
-    let mut svg = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{height}" font-family="sans-serif" font-size="11"><text x="0" y="14" font-weight="bold">{}</text>"#,
-        esc(&h.title)
-    );
-    let base = top + plot_h;
-    let _ = write!(
-        svg,
-        r#"<line x1="{left}" y1="{base}" x2="{}" y2="{base}" stroke="black"/><text x="4" y="{}">{:.0}%</text><text x="4" y="{base}">0</text>"#,
-        w - 10.0,
-        top + 10.0,
-        max * 100.0
-    );
-    for (si, (name, v)) in h.series.iter().enumerate() {
-        for (b, &f) in v.iter().enumerate() {
-            let bh = f / max * plot_h;
-            let x = left + b as f64 * bin_w + si as f64 * bar_w;
-            let _ = write!(
-                svg,
-                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{}"><title>{}: {:.0}%</title></rect>"#,
-                base - bh,
-                bar_w - 1.0,
-                color(name),
-                esc(name),
-                f * 100.0
-            );
-        }
-        let ly = base + 44.0 + 18.0 * si as f64;
+        .map(|r| {
+            BarGroup::new(
+                &r.policy,
+                vec![Bar {
+                    series: r.policy.clone(),
+                    mean: r.speedup_vs_baseline,
+                    min: r.speedup_min,
+                    max: r.speedup_max,
+                    runs: seeds,
+                    paper: None,
+                }],
+            )
+        })
+        .collect();
+    let mut figures = vec![Figure::new(
+        "Speedup",
+        &format!(
+            "speedup over {} ({})",
+            doc.kernel_baseline, doc.speedup_basis
+        ),
+        "speedup over the baseline, x",
+        speedups,
+    )
+    .with_reference(1.0)];
+    // Completion times: one group per app, one bar per policy, whiskers over seeds.
+    let apps: Vec<BarGroup> = doc
+        .baseline
+        .apps
+        .iter()
+        .enumerate()
+        .map(|(ai, app)| {
+            let bars = doc
+                .results
+                .iter()
+                .enumerate()
+                .map(|(pi, r)| {
+                    let per_seed: Vec<f64> = doc.runs[pi * seeds..(pi + 1) * seeds]
+                        .iter()
+                        .map(|run| {
+                            run.apps
+                                .get(ai)
+                                .and_then(|a| a.completion_s)
+                                .unwrap_or(f64::NAN)
+                        })
+                        .collect();
+                    Bar::of(&r.policy, &per_seed, None)
+                })
+                .collect();
+            BarGroup::new(&app.name, bars)
+        })
+        .collect();
+    if apps
+        .iter()
+        .flat_map(|g| &g.bars)
+        .any(|b| b.mean.is_finite())
+    {
+        figures.push(Figure::new(
+            "Completion times",
+            "mean completion time of each app (whiskers: range over seeds)",
+            "completion time, s",
+            apps,
+        ));
+    }
+    figures
+}
+
+/// Gantt charts of the first seed of every policy, on one time axis, rows labelled by core and
+/// class, one colour per app with the legend above.
+fn gantt_section(doc: &SimulateJson, topo: &Topology) -> String {
+    let seeds = doc.seeds.max(1);
+    let app_names: Vec<String> = doc.baseline.apps.iter().map(|a| a.name.clone()).collect();
+    let colors = series_colors(&app_names);
+    let core_labels: Vec<String> = (0..topo.num_cores())
+        .map(|c| {
+            let id = CoreId::from_index(c);
+            format!("core {c} ({})", topo.class_of(id).name)
+        })
+        .collect();
+    let runs: Vec<_> = (0..doc.results.len())
+        .filter_map(|pi| doc.runs.get(pi * seeds))
+        .filter(|r| r.gantt.is_some())
+        .collect();
+    let end_s = runs
+        .iter()
+        .flat_map(|r| r.gantt.iter().flatten())
+        .map(|s| s.end_ns)
+        .max()
+        .unwrap_or(1) as f64
+        / 1e9;
+    let mut html = String::from("<h2>Gantt charts (first seed, one time axis)</h2><p>");
+    for (name, c) in app_names.iter().zip(&colors) {
         let _ = write!(
-            svg,
-            r#"<rect x="{left}" y="{:.1}" width="12" height="12" fill="{}"/><text x="{}" y="{ly:.1}">{}</text>"#,
-            ly - 10.0,
-            color(name),
-            left + 18.0,
+            html,
+            r#"<span style="display:inline-block;width:12px;height:12px;background:{};margin:0 4px 0 12px"></span>{}"#,
+            css(*c),
             esc(name)
         );
     }
-    for (b, e) in h.edges.iter().enumerate() {
-        if b % 2 == 0 {
-            let _ = write!(
-                svg,
-                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{e:.1}</text>"#,
-                left + b as f64 * bin_w,
-                base + 14.0
-            );
-        }
-    }
-    let _ = write!(
-        svg,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text></svg>"#,
-        left + (w - left) / 2.0,
-        base + 28.0,
-        esc(&h.x_label)
-    );
-    svg
-}
-
-/// The policy matrix as a heat map: scenarios down, policies across; each cell coloured by the
-/// mean speedup over linux-default (red below 1, white at 1, green above, saturating at ±30%) and
-/// labelled with it; the spread over seeds in the cell's tooltip.
-pub fn heat_map_svg(m: &hetsched_experiments::reproduce::matrix::Matrix) -> String {
-    let (left, top, cw, ch) = (230.0, 90.0, 86.0, 26.0);
-    // The policies, then static-best (grey where it is not computable).
-    let columns: Vec<&str> = m
-        .policies
-        .iter()
-        .map(String::as_str)
-        .chain([STATIC_BEST])
-        .collect();
-    let w = left + cw * columns.len() as f64 + 10.0;
-    let h = top + ch * m.scenarios.len() as f64 + 30.0;
-    let mut svg = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><text x="0" y="14" font-weight="bold">Mean speedup over linux-default (red: slower, green: faster)</text>"#
-    );
-    for (j, p) in columns.iter().enumerate() {
-        let x = left + cw * (j as f64 + 0.5);
-        let _ = write!(
-            svg,
-            r#"<text x="{x:.1}" y="{:.1}" text-anchor="start" transform="rotate(-35 {x:.1} {:.1})">{}</text>"#,
-            top - 8.0,
-            top - 8.0,
-            esc(p)
-        );
-    }
-    for (i, sc) in m.scenarios.iter().enumerate() {
-        let y = top + ch * i as f64;
-        let _ = write!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
-            left - 6.0,
-            y + ch * 0.65,
-            esc(sc)
-        );
-        let cells = m.cells[i]
+    html.push_str("</p>");
+    for run in runs {
+        let segments = run
+            .gantt
             .iter()
-            .map(Some)
-            .chain([m.static_best[i].as_ref()]);
-        for (j, c) in cells.enumerate() {
-            let x = left + cw * j as f64;
-            let Some(c) = c else {
-                let _ = write!(
-                    svg,
-                    r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="rgb(225,225,225)" stroke="white"><title>static-best on {}: {}</title></rect><text x="{:.1}" y="{:.1}" text-anchor="middle" fill="gray">n/a</text>"#,
-                    cw - 1.0,
-                    ch - 1.0,
-                    esc(sc),
-                    esc(&m.static_best_note[i]),
-                    x + cw / 2.0,
-                    y + ch * 0.65,
-                );
-                continue;
-            };
-            let t = ((c.mean - 1.0) / 0.3).clamp(-1.0, 1.0);
-            let (r, g, b) = if t < 0.0 {
-                (255.0, 255.0 * (1.0 + t), 255.0 * (1.0 + t))
-            } else {
-                (255.0 * (1.0 - t), 255.0, 255.0 * (1.0 - t))
-            };
-            let _ = write!(
-                svg,
-                r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="rgb({r:.0},{g:.0},{b:.0})" stroke="white"><title>{} on {}: {:.3} ({:.3}-{:.3})</title></rect><text x="{:.1}" y="{:.1}" text-anchor="middle">{:.3}</text>"#,
-                cw - 1.0,
-                ch - 1.0,
-                esc(columns[j]),
-                esc(sc),
-                c.mean,
-                c.min,
-                c.max,
-                x + cw / 2.0,
-                y + ch * 0.65,
-                c.mean
-            );
-        }
+            .flatten()
+            .map(|s| {
+                let app = app_names
+                    .iter()
+                    .position(|a| *a == s.app)
+                    .unwrap_or(usize::MAX);
+                (
+                    s.core as usize,
+                    app,
+                    s.start_ns as f64 / 1e9,
+                    s.end_ns as f64 / 1e9,
+                )
+            })
+            .collect();
+        html.push_str(&gantt_svg(
+            &GanttRun {
+                title: format!(
+                    "{} (seed {}): which app ran on which core",
+                    run.policy, run.seed
+                ),
+                segments,
+                dropped: run.gantt_dropped,
+                core_labels: &core_labels,
+            },
+            &colors,
+            end_s,
+        ));
     }
-    svg.push_str("</svg>");
-    svg
+    html
 }

@@ -1,8 +1,9 @@
 //! `hetsched reproduce`: the papers' experiments on the simulator, the paper's figure beside ours.
 
 use crate::bad_input;
+use crate::figures::{bar_figure_svg, heat_map_svg, histogram_svg};
 use crate::provenance::Provenance;
-use crate::report::{esc, heat_map_svg, histogram_svg, write_out};
+use crate::report::{esc, write_out};
 use crate::simulate::progress_bar;
 use clap::Args;
 use hetsched_core::policies::STATIC_BEST;
@@ -276,6 +277,9 @@ fn report(experiments: &[Experiment]) -> String {
             );
         }
         html.push_str("</table>");
+        for f in &e.figures {
+            html.push_str(&bar_figure_svg(f));
+        }
         for h in &e.histograms {
             html.push_str(&histogram_svg(h));
         }

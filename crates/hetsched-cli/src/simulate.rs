@@ -487,6 +487,10 @@ pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
         write_csv(&doc, &plan, std::io::stdout().lock())?;
     } else {
         print!("{}", table(&doc));
+        println!("where each policy wins or loses here, and why:");
+        for line in crate::explain::explain(&doc, &plan.topology) {
+            println!("  {line}");
+        }
     }
     Ok(())
 }

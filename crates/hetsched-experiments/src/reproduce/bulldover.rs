@@ -16,7 +16,9 @@
 //! mean value after ten independent runs"); SciMark-like with 8 benchmark threads and the JVM's
 //! helpers, five runs.
 
-use super::{machine, mean, run_grid, workload, Experiment, PolicyChoice, Row};
+use super::{
+    machine, mean, run_grid, workload, Bar, BarGroup, Experiment, Figure, PolicyChoice, Row,
+};
 use hetsched_core::policies::bulldover::FP_INTENSIVE_THRESHOLD;
 use hetsched_core::policies::{bulldover::NAME as BULLDOVER, linux_default::NAME as LINUX_DEFAULT};
 use hetsched_core::{CpuSet, Topology};
@@ -107,6 +109,9 @@ fn l2_misses(r: &RunResult) -> f64 {
 fn bulldover(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
     let topo = machine(MACHINE);
     let mut rows = Vec::new();
+    let mut table_i = Vec::new();
+    let mut fig7 = Vec::new();
+    let mut fig8 = Vec::new();
     let base = PolicyChoice::plain(LINUX_DEFAULT);
     let bull = PolicyChoice::plain(BULLDOVER);
 
@@ -133,6 +138,10 @@ fn bulldover(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
         } else {
             usage >= FP_INTENSIVE_THRESHOLD
         };
+        table_i.push(BarGroup::new(
+            name.trim_end_matches("-like"),
+            vec![Bar::of("alone", &[usage], Some(*paper))],
+        ));
         rows.push(Row::checked(
             format!("Table I {name}: FPU usage alone"),
             Some(*paper),
@@ -153,6 +162,10 @@ fn bulldover(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
             .filter_map(|a| a.fpu_usage)
             .collect::<Vec<_>>(),
     );
+    table_i.push(BarGroup::new(
+        "scimark",
+        vec![Bar::of("alone", &[sci_usage], Some(SCIMARK_MEAN_USAGE))],
+    ));
     rows.push(Row::checked(
         "Table I SciMark-like: FPU usage of one benchmark thread (five kernels)",
         Some(SCIMARK_MEAN_USAGE),
@@ -181,6 +194,21 @@ fn bulldover(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
         let (m11, mdef, mb) = (mean(&one_one), mean(&default), mean(&bulld));
         let vs_bad = (m11 / mb - 1.0) * 100.0;
         let vs_default = (mdef / mb - 1.0) * 100.0;
+        // Seed by seed, for the figure's spread.
+        let gains = |other: &[f64]| -> Vec<f64> {
+            other
+                .iter()
+                .zip(&bulld)
+                .map(|(o, b)| (o / b - 1.0) * 100.0)
+                .collect()
+        };
+        fig7.push(BarGroup::new(
+            *label,
+            vec![
+                Bar::of("bulldover vs (1,1)", &gains(&one_one), Some(17.5)),
+                Bar::of("bulldover vs default", &gains(&default), Some(8.0)),
+            ],
+        ));
         rows.push(Row::checked(
             format!("{label}: bulldover (1,2) faster than (1,1)"),
             Some(17.5),
@@ -263,6 +291,15 @@ fn bulldover(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
                 .collect();
             mean(&ratios)
         };
+        let per_seed: Vec<f64> = runs[1]
+            .iter()
+            .zip(&runs[0])
+            .map(|(r, b)| (gain(r, b) - 1.0) * 100.0)
+            .collect();
+        fig8.push(BarGroup::new(
+            label,
+            vec![Bar::of(BULLDOVER, &per_seed, Some(paper))],
+        ));
         let g = mean(
             &runs[1]
                 .iter()
@@ -280,10 +317,35 @@ fn bulldover(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
             "holds within ±4 points; score = each benchmark thread's work over its completion time, mean of 5 runs",
         ));
     }
-    Experiment::new(
+    let mut e = Experiment::new(
         BULLDOVER,
         PAPER,
         "BulldOver section 5: FPU usage (Table I), the Spec.CPU-like pairs (Figure 7), SciMark-like (Figure 8)",
         rows,
-    )
+    );
+    e.figures.push(Figure::new(
+        "BulldOver Table I",
+        "FPU usage of each benchmark alone (1 - empty FPU cycles / CPU cycles)",
+        "FPU usage, fraction of cycles",
+        table_i,
+    ));
+    e.figures.push(
+        Figure::new(
+            "BulldOver Figure 7",
+            "4 integer + 4 FP instances: bulldover's wall-time gain, 10 runs",
+            "wall-time gain, %",
+            fig7,
+        )
+        .with_reference(0.0),
+    );
+    e.figures.push(
+        Figure::new(
+            "BulldOver Figure 8",
+            "SciMark-like: bulldover's score over the default, 5 runs",
+            "score gain, %",
+            fig8,
+        )
+        .with_reference(0.0),
+    );
+    e
 }

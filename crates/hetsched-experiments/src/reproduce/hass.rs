@@ -15,13 +15,13 @@
 //! from simulating the static assignments ([`crate::static_best`]), which keep the experiment's
 //! load; static-best is the best of them.
 
-use super::{machine, workload, Experiment, Row};
+use super::{machine, mean, workload, Bar, BarGroup, Experiment, Figure, Row};
 use crate::static_best::{
     assignments, class_weights, default_metric, ideal_rr_metric, per_class_times, run_assignments,
     sample_assignments, StaticError, StaticRuns, STATIC_BEST_MAX_ASSIGNMENTS,
 };
 use hetsched_core::policies::{hass::NAME as HASS, ipc_driven::NAME as IPC_DRIVEN};
-use hetsched_core::policies::{policy_with_options, PolicyOptions};
+use hetsched_core::policies::{policy_with_options, PolicyOptions, STATIC_BEST};
 use hetsched_core::Topology;
 use hetsched_sim::batch::{run_jobs, Job};
 use hetsched_sim::engine::NS_PER_S;
@@ -49,6 +49,10 @@ const OVERLOADED_RUN_S: f64 = 600.0;
 /// Threads per core in the overloaded runs (section 5: "five times as many threads ... as there
 /// were cores").
 const OVERLOAD: u32 = 5;
+/// Seeds of each policy's runs (section 5: "at least three completion time value samples"); the
+/// speedup rows are means over them and the figures show their range. Tables 2 and 3 read the
+/// first seed's run.
+const SEEDS: [u64; 3] = [1, 2, 3];
 /// Static assignments simulated for the metrics when the search space is over the limit.
 const METRIC_SAMPLE: usize = 48;
 
@@ -220,6 +224,10 @@ fn cfg(seconds: f64) -> SimConfig {
 
 /// One machine and workload: the static runs and their metrics, and each policy's run.
 struct Evaluated {
+    /// The configuration's name, e.g. "AMD-2,2".
+    config: &'static str,
+    /// Threads per core (5 in the overloaded runs).
+    threads_per_core: u32,
     topo: Topology,
     workload: Workload,
     duration_s: f64,
@@ -228,17 +236,54 @@ struct Evaluated {
     statics: Option<StaticRuns>,
     default_m: Vec<Option<f64>>,
     ideal_rr: Vec<Option<f64>>,
-    policies: Vec<(&'static str, RunResult)>,
+    /// Each policy's runs, one per seed of [`SEEDS`].
+    policies: Vec<(&'static str, Vec<RunResult>)>,
 }
 
 impl Evaluated {
-    fn run_of(&self, policy: &str) -> &RunResult {
+    /// "AMD-2,2 HH", "AMD-2,2 MH overloaded".
+    fn label(&self) -> String {
+        format!(
+            "{} {}{}",
+            self.config,
+            short(&self.workload.name),
+            if self.threads_per_core > 1 {
+                " overloaded"
+            } else {
+                ""
+            }
+        )
+    }
+
+    /// The policy's runs, seed by seed.
+    fn runs_of(&self, policy: &str) -> &[RunResult] {
         &self
             .policies
             .iter()
             .find(|(p, _)| *p == policy)
             .expect("policy was run")
             .1
+    }
+
+    /// The policy's run of the first seed.
+    fn run_of(&self, policy: &str) -> &RunResult {
+        &self.runs_of(policy)[0]
+    }
+
+    /// The policy's speedups vs the default metric, seed by seed, percent.
+    fn speedups(&self, policy: &str) -> Vec<f64> {
+        self.runs_of(policy)
+            .iter()
+            .map(|r| self.speedup(r))
+            .collect()
+    }
+
+    /// The policy's speedups vs the ideal-RR metric, seed by seed, percent.
+    fn speedups_rr(&self, policy: &str) -> Vec<f64> {
+        self.runs_of(policy)
+            .iter()
+            .map(|r| self.speedup_rr(r))
+            .collect()
     }
 
     /// Geometric mean over benchmarks of completion time over the metric.
@@ -359,24 +404,33 @@ fn evaluate(
     let ideal_rr = times.iter().map(|t| ideal_rr_metric(t, &weights)).collect();
     let jobs: Vec<Job<'_>> = policies
         .iter()
-        .map(|&p| Job {
+        .flat_map(|&p| SEEDS.iter().map(move |&seed| (p, seed)))
+        .map(|(p, seed)| Job {
             topology: &topo,
             workload: &workload,
             make_policy: Box::new(move || {
                 let options = PolicyOptions {
-                    seed: 1,
+                    seed,
                     ..Default::default()
                 };
                 policy_with_options(p, &options).expect("a registered policy")
             }),
-            cfg: sim.clone(),
-            label: format!("{} {} {p}", config.label, workload.name),
+            cfg: SimConfig {
+                seed,
+                ..sim.clone()
+            },
+            label: format!("{} {} {p} seed {seed}", config.label, workload.name),
         })
         .collect();
-    let runs = run_jobs(&jobs, progress);
+    let mut runs = run_jobs(&jobs, progress).into_iter();
     drop(jobs);
     Evaluated {
-        policies: policies.iter().copied().zip(runs).collect(),
+        config: config.label,
+        threads_per_core,
+        policies: policies
+            .iter()
+            .map(|&p| (p, runs.by_ref().take(SEEDS.len()).collect()))
+            .collect(),
         topo,
         workload,
         duration_s,
@@ -429,8 +483,8 @@ fn hass(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
     let ovl4422_mh = evaluate(&AMD_4_4_2_2, "hass-mh-like", OVERLOAD, pol, progress);
 
     let mut rows = Vec::new();
-    let h = |e: &Evaluated| e.speedup(e.run_of(HASS));
-    let h_rr = |e: &Evaluated| e.speedup_rr(e.run_of(HASS));
+    let h = |e: &Evaluated| mean(&e.speedups(HASS));
+    let h_rr = |e: &Evaluated| mean(&e.speedups_rr(HASS));
 
     // Figure 2 and section 5's text: speedups against the two metrics.
     for (e, cfg, paper, paper_rr) in [
@@ -641,12 +695,120 @@ fn hass(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
             ));
         }
     }
-    Experiment::new(
+    let mut e = Experiment::new(
         HASS,
         PAPER,
         "HASS section 5: speedups vs the default and ideal-RR metrics, static-best, Tables 2 and 3",
         rows,
-    )
+    );
+    // Figure 2: speedup vs the default metric per machine and workload, static-best beside HASS
+    // where the search space was searched.
+    let fig2: [(&Evaluated, Option<f64>); 9] = [
+        (&amd22_hh, Some(13.0)),
+        (&amd22_mh, Some(9.2)),
+        (&amd22_lh, None),
+        (&intel_hh, Some(7.0)),
+        (&intel_mh, Some(2.5)),
+        (&amd124_hh, None),
+        (&amd124_mh, None),
+        (&amd4422_hh, Some(-1.0)),
+        (&amd4422_mh, Some(0.6)),
+    ];
+    let groups = fig2
+        .iter()
+        .map(|(ev, paper)| {
+            let mut bars = vec![Bar::of(HASS, &ev.speedups(HASS), *paper)];
+            if let Some(best) = ev.static_best() {
+                bars.push(Bar::of(STATIC_BEST, &[ev.speedup(best)], None));
+            }
+            BarGroup::new(ev.label(), bars)
+        })
+        .collect();
+    e.figures.push(
+        Figure::new(
+            "HASS Figure 2",
+            "Speedup over the default metric (completion times bound to each core type)",
+            "speedup vs the default metric, %",
+            groups,
+        )
+        .with_reference(0.0),
+    );
+    let fig3: [(&Evaluated, Option<f64>); 6] = [
+        (&amd22_hh, None),
+        (&amd22_mh, Some(2.0)),
+        (&amd22_lh, Some(0.0)),
+        (&intel_hh, Some(4.5)),
+        (&intel_mh, Some(-1.0)),
+        (&amd124_mh, Some(-2.9)),
+    ];
+    let groups = fig3
+        .iter()
+        .map(|(ev, paper)| {
+            BarGroup::new(
+                ev.label(),
+                vec![Bar::of(HASS, &ev.speedups_rr(HASS), *paper)],
+            )
+        })
+        .collect();
+    e.figures.push(
+        Figure::new(
+            "HASS Figure 3",
+            "Speedup over the ideal round-robin metric",
+            "speedup vs ideal round-robin, %",
+            groups,
+        )
+        .with_reference(0.0),
+    );
+    // Table 2 for the two-partition machines: % of each benchmark's time on the fast cores.
+    let two_partition: [(&Evaluated, &Evaluated, usize); 4] = [
+        (&intel_hh, &intel_mh, 0),
+        (&amd22_hh, &amd22_mh, 1),
+        (&amd124_hh, &amd124_mh, 2),
+        (&ovl22_hh, &ovl22_mh, 4),
+    ];
+    let groups = TABLE_2
+        .iter()
+        .map(|(bench, paper_cols)| {
+            let bars = two_partition
+                .iter()
+                .filter_map(|(hh, mh, col)| {
+                    let ev = if hh.workload.apps.iter().any(|a| a.name == *bench) {
+                        hh
+                    } else {
+                        mh
+                    };
+                    let fast: Vec<f64> = ev
+                        .runs_of(HASS)
+                        .iter()
+                        .filter_map(|r| ev.shares(r, bench).map(|s| s[1]))
+                        .collect();
+                    (!fast.is_empty()).then(|| {
+                        Bar::of(columns_label(*col), &fast, paper_cols[*col].get(1).copied())
+                    })
+                })
+                .collect();
+            BarGroup::new(bench.trim_end_matches("-like"), bars)
+        })
+        .collect();
+    e.figures.push(Figure::new(
+        "HASS Table 2",
+        "Share of each benchmark's CPU time on the fast cores under HASS, two-type machines",
+        "time on the fast cores, %",
+        groups,
+    ));
+    e
+}
+
+/// The column of Table 2 (and of its figure) by index.
+fn columns_label(col: usize) -> &'static str {
+    [
+        "Intel-2,2",
+        "AMD-2,2",
+        "AMD-12,4",
+        "AMD-4,4,2,2",
+        "AMD-2,2 overloaded",
+        "AMD-4,4,2,2 overloaded",
+    ][col]
 }
 
 fn ipc_driven(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
@@ -654,7 +816,7 @@ fn ipc_driven(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
     let hh = evaluate(&AMD_2_2, "hass-hh-like", 1, pol, progress);
     let mh = evaluate(&AMD_2_2, "hass-mh-like", 1, pol, progress);
     let lh = evaluate(&AMD_2_2, "hass-lh-like", 1, pol, progress);
-    let ipc = |e: &Evaluated| e.speedup(e.run_of(IPC_DRIVEN));
+    let ipc = |e: &Evaluated| mean(&e.speedups(IPC_DRIVEN));
     let mut rows = vec![
         speedup_row(
             "AMD-2,2 HH: IPC-driven speedup vs default".into(),
@@ -665,11 +827,11 @@ fn ipc_driven(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
         speedup_row(
             "AMD-2,2 HH: IPC-driven speedup vs ideal-RR".into(),
             1.5,
-            hh.speedup_rr(hh.run_of(IPC_DRIVEN)),
+            mean(&hh.speedups_rr(IPC_DRIVEN)),
             IDEAL_RR_TOLERANCE_PP,
         ),
     ];
-    let hass_hh = hh.speedup(hh.run_of(HASS));
+    let hass_hh = mean(&hh.speedups(HASS));
     rows.push(Row::checked(
         "AMD-2,2 HH: HASS speedup minus IPC-driven's",
         None,
@@ -735,10 +897,33 @@ fn ipc_driven(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
             "paper: 51%, though its high-IPC phases are only 25% of its time (ratios from mismatched phases)",
         ));
     }
-    Experiment::new(
+    let mut e = Experiment::new(
         IPC_DRIVEN,
         PAPER,
         "HASS section 6: the IPC-driven algorithm against HASS, static-best and the default metric",
         rows,
-    )
+    );
+    let groups = [(&hh, Some(8.0)), (&mh, None), (&lh, None)]
+        .iter()
+        .map(|(ev, paper)| {
+            let mut bars = vec![
+                Bar::of(IPC_DRIVEN, &ev.speedups(IPC_DRIVEN), *paper),
+                Bar::of(HASS, &ev.speedups(HASS), None),
+            ];
+            if let Some(best) = ev.static_best() {
+                bars.push(Bar::of(STATIC_BEST, &[ev.speedup(best)], None));
+            }
+            BarGroup::new(ev.label(), bars)
+        })
+        .collect();
+    e.figures.push(
+        Figure::new(
+            "HASS Figure 2a",
+            "The IPC-driven algorithm beside HASS and static-best on AMD-2,2",
+            "speedup vs the default metric, %",
+            groups,
+        )
+        .with_reference(0.0),
+    );
+    e
 }

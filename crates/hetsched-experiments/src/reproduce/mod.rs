@@ -8,6 +8,7 @@
 pub mod amps;
 pub mod bulldover;
 pub mod data_sharing;
+pub mod figure;
 pub mod hass;
 pub mod matrix;
 pub mod numa_amp;
@@ -18,6 +19,8 @@ use hetsched_core::Topology;
 use hetsched_sim::batch::{run_jobs, Job};
 use hetsched_sim::{RunResult, SimConfig, Workload};
 use serde::Serialize;
+
+pub use figure::{Bar, BarGroup, Figure};
 
 /// One line of an experiment: the paper's figure beside ours.
 #[derive(Clone, Debug, Serialize)]
@@ -91,6 +94,9 @@ pub struct Experiment {
     pub rows: Vec<Row>,
     /// Every checked row holds.
     pub holds: bool,
+    /// The paper's figures and tables as bars with their spread over seeds.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub figures: Vec<Figure>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub histograms: Vec<Histogram>,
     /// Policies by scenarios (`reproduce matrix`).
@@ -108,6 +114,7 @@ impl Experiment {
             title: title.into(),
             rows,
             holds,
+            figures: Vec::new(),
             histograms: Vec::new(),
             matrix: None,
         }

@@ -28,7 +28,7 @@
 //!   process of every mix and seed. Mixes are half CPU-intensive, half memory-intensive programs
 //!   (section 4.3), four of four programs and one of all eight, three seeds each.
 
-use super::{machine, mean, workload, Experiment, Row};
+use super::{machine, mean, workload, Bar, BarGroup, Experiment, Figure, Row};
 use hetsched_core::policies::numa_amp::metrics::{
     amp_speedup_factor, contention_degradation_factor, cpu_bound_factor, eviction_rate,
 };
@@ -297,6 +297,19 @@ fn numa_amp(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
             ),
         ));
     }
+    let fig10 = names
+        .iter()
+        .zip(&speedups)
+        .map(|(name, (r, f))| {
+            BarGroup::new(
+                name.trim_end_matches("-like"),
+                vec![
+                    Bar::of("real speedup", &[*r], None),
+                    Bar::of("online factor", &[*f], None),
+                ],
+            )
+        })
+        .collect();
     let rho = spearman(&factor, &real);
     rows.push(Row::checked(
         "Fig. 10: online AMP speedup factor ranks programs as their real speedup does",
@@ -404,20 +417,32 @@ fn numa_amp(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
     // speedups[policy] over every process of every mix and seed.
     let mut all_speedups: Vec<Vec<f64>> = vec![Vec::new(); policies.len()];
     let mut moved = 0.0;
+    let mut fig12 = Vec::new();
+    // by_seed[policy][seed]: every process's speedup in that seed, over all mixes.
+    let mut by_seed: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); SEEDS.len()]; policies.len()];
     for (wi, w) in mixes.iter().enumerate() {
         let runs = &results[wi * per_mix..(wi + 1) * per_mix];
+        let mut bars = Vec::new();
         for pi in 1..policies.len() {
             let mut mix_speedups = Vec::new();
+            // The mean over the mix's processes, seed by seed, for the figure's spread.
+            let mut per_seed = Vec::new();
             for (si, _) in SEEDS.iter().enumerate() {
                 let base = &runs[si];
                 let run = &runs[pi * SEEDS.len() + si];
                 if pi == 1 {
                     moved += run.pages_moved_bytes;
                 }
-                for app in &w.apps {
-                    mix_speedups.push(completion(base, &app.name) / completion(run, &app.name));
-                }
+                let seed_speedups: Vec<f64> = w
+                    .apps
+                    .iter()
+                    .map(|app| completion(base, &app.name) / completion(run, &app.name))
+                    .collect();
+                per_seed.push(mean(&seed_speedups));
+                by_seed[pi][si].extend(seed_speedups.iter().copied());
+                mix_speedups.extend(seed_speedups);
             }
+            bars.push(Bar::of(policies[pi], &per_seed, None));
             rows.push(Row::info(
                 format!("{}: {} mean speedup", w.name, policies[pi]),
                 None,
@@ -427,6 +452,10 @@ fn numa_amp(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
             ));
             all_speedups[pi].extend(mix_speedups);
         }
+        fig12.push(BarGroup::new(
+            w.name.split(':').next().unwrap_or(&w.name),
+            bars,
+        ));
     }
     let avg: Vec<f64> = all_speedups
         .iter()
@@ -471,12 +500,41 @@ fn numa_amp(progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Experiment {
         "MiB",
         "sticky pages (Algorithm 3 line 7), mean over the mixes' runs",
     ));
-    Experiment::new(
+    fig12.push(BarGroup::new(
+        "average",
+        (1..policies.len())
+            .map(|pi| {
+                let paper = (pi == 1).then_some(PAPER_SPEEDUP);
+                let seed_means: Vec<f64> = by_seed[pi].iter().map(|v| mean(v)).collect();
+                Bar::of(policies[pi], &seed_means, paper)
+            })
+            .collect(),
+    ));
+    let mut e = Experiment::new(
         NUMA_AMP,
         PAPER,
         "NUMA-aware AMP scheduler: PARSEC-like mixes, speedup factor and CDF accuracy",
         rows,
-    )
+    );
+    e.figures.push(
+        Figure::new(
+            "Ding Figure 12",
+            "PARSEC-like mixes on 4 fast + 12 slow NUMA cores: mean per-process speedup",
+            "speedup over the baseline, x",
+            fig12,
+        )
+        .with_reference(1.0),
+    );
+    e.figures.push(
+        Figure::new(
+            "Ding Figure 10",
+            "Each program's real asymmetric speedup beside the online speedup factor",
+            "speedup, x",
+            fig10,
+        )
+        .with_reference(1.0),
+    );
+    e
 }
 
 #[cfg(test)]
