@@ -2,11 +2,12 @@
 
 use crate::bad_input;
 use crate::machine::resolve_machine;
+use crate::provenance::{Input, Provenance, ProvenanceBesideCommand};
 use clap::Args;
 use hetsched_core::policies::{policy_names, policy_with_options, PolicyOptions};
 use hetsched_core::Topology;
 use hetsched_live::counters::CounterPlan;
-use hetsched_live::daemon::{self, DaemonConfig, DaemonSetup};
+use hetsched_live::daemon::{self, DaemonConfig, DaemonSetup, DaemonStats};
 use hetsched_live::emulate::{self, DutyCycle};
 use hetsched_live::engine::EngineConfig;
 use hetsched_live::journal::state_dir;
@@ -14,12 +15,46 @@ use hetsched_live::procfs::Proc;
 use hetsched_live::run::{self, RunReport, RunSetup};
 use hetsched_live::signals::{self, Exit, Signals};
 use hetsched_live::sys::{CpuMap, OsMask};
+use serde::Serialize;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Name of the emulated machine file in the state directory.
 const EMULATED_FILE: &str = "emulated.toml";
+
+/// `run --json`: what produced it, then the run's report. The report's `command` is the program
+/// run, so hetsched's own command line is `hetsched_command` here.
+#[derive(Serialize)]
+struct RunJson<'a> {
+    #[serde(flatten)]
+    provenance: ProvenanceBesideCommand,
+    #[serde(flatten)]
+    report: &'a RunReport,
+}
+
+/// `emulate --json`: what produced it, then what was emulated, for how long, and how the program
+/// (if one was given) exited.
+#[derive(Serialize)]
+struct EmulateJson {
+    #[serde(flatten)]
+    provenance: Provenance,
+    slow: Vec<u32>,
+    duty: f64,
+    period_us: u64,
+    machine_file: String,
+    wall_s: f64,
+    exit_code: Option<i32>,
+}
+
+/// `daemon --json`: what produced it, then the daemon's final statistics.
+#[derive(Serialize)]
+struct DaemonJson {
+    #[serde(flatten)]
+    provenance: Provenance,
+    #[serde(flatten)]
+    stats: DaemonStats,
+}
 
 #[derive(Args, Debug, Default)]
 pub struct RunArgs {
@@ -245,6 +280,8 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<u8> {
         )));
     }
     let (topology, cpus, isolated) = live_machine(args.machine.as_deref())?;
+    // Taken before the run, so a machine file is hashed as it was used.
+    let provenance = Provenance::new(args.machine.as_deref());
     let setup = RunSetup {
         topology,
         cpus,
@@ -269,7 +306,11 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<u8> {
         other => anyhow::anyhow!("{other}"),
     })?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let doc = RunJson {
+            provenance: provenance.into(),
+            report: &report,
+        };
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print_report(&report);
     }
@@ -426,14 +467,15 @@ pub fn run_emulate(args: &EmulateArgs) -> anyhow::Result<u8> {
     let _ = std::fs::remove_file(&path);
     result?;
     if args.json {
-        let doc = serde_json::json!({
-            "slow": slow,
-            "duty": args.duty,
-            "period_us": args.period_us,
-            "machine_file": path.display().to_string(),
-            "wall_s": start.elapsed().as_secs_f64(),
-            "exit_code": exit.map(Exit::shell_code),
-        });
+        let doc = EmulateJson {
+            provenance: Provenance::new([]),
+            slow,
+            duty: args.duty,
+            period_us: args.period_us,
+            machine_file: path.display().to_string(),
+            wall_s: start.elapsed().as_secs_f64(),
+            exit_code: exit.map(Exit::shell_code),
+        };
         println!("{}", serde_json::to_string_pretty(&doc)?);
     }
     Ok(exit.map_or(0, |e| e.shell_code().clamp(0, 255) as u8))
@@ -445,6 +487,14 @@ pub fn run_daemon(args: &DaemonArgs) -> anyhow::Result<()> {
     let config = DaemonConfig::parse(&text, &args.config.display().to_string())
         .map_err(|e| bad_input(e.to_string()))?;
     let (topology, cpus, isolated) = live_machine(args.machine.as_deref())?;
+    // The inputs: the configuration as read here, at the start (a reload on SIGHUP may read
+    // another version later), and the machine, if one was named.
+    let mut inputs = vec![Input::of_bytes(
+        args.config.display().to_string(),
+        text.as_bytes(),
+    )];
+    inputs.extend(args.machine.as_deref().map(Input::named));
+    let provenance = Provenance::with_inputs(inputs);
     let setup = DaemonSetup {
         topology,
         cpus,
@@ -456,7 +506,8 @@ pub fn run_daemon(args: &DaemonArgs) -> anyhow::Result<()> {
     };
     let stats = daemon::run_daemon(config, setup)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&stats)?);
+        let doc = DaemonJson { provenance, stats };
+        println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
     eprintln!(

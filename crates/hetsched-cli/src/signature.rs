@@ -1,6 +1,7 @@
 //! `hetsched signature`: architectural signatures from memory traces (HASS section 3).
 
 use crate::bad_input;
+use crate::provenance::{hashing_reader, Input, InputHash, Provenance};
 use clap::Args;
 use hetsched_core::signature::{SIGNATURE_ASSOC, SIGNATURE_SIZES};
 use hetsched_core::Signature;
@@ -9,7 +10,7 @@ use hetsched_signature::input::{open, open_reader, OpenTrace};
 use hetsched_signature::readers::{read_trace, read_trace_into, ReadStats};
 use hetsched_signature::{record, Format, ProfileConfig, Profiler, Sampling, TraceError};
 use serde::Serialize;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -46,8 +47,12 @@ pub struct SignatureArgs {
     #[arg(long)]
     convert: Option<PathBuf>,
     /// Print one JSON document on stdout.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     json: bool,
+    /// Print CSV on stdout: a header, then one row per associativity and cache size, for the whole
+    /// trace and then each window (docs/json.md).
+    #[arg(long)]
+    csv: bool,
     /// Run the command after `--` under valgrind lackey and profile its trace as it is made.
     #[arg(long)]
     record: bool,
@@ -59,6 +64,9 @@ pub struct SignatureArgs {
 /// `signature --json`, fields as in DESIGN.md plus the sampling and the windows.
 #[derive(Serialize)]
 struct SignatureJson {
+    /// What produced this document, the trace's hash among its inputs (docs/json.md).
+    #[serde(flatten)]
+    provenance: Provenance,
     name: String,
     instructions: u64,
     refs: u64,
@@ -93,8 +101,36 @@ struct EngineJson {
     format: String,
 }
 
+/// One row of `signature --csv`: one cell of a signature matrix.
+#[derive(Serialize)]
+struct CsvRow<'a> {
+    name: &'a str,
+    /// Empty for the whole trace; else the window's number, from 0.
+    window: Option<usize>,
+    first_instruction: u64,
+    instructions: u64,
+    line_bytes: u32,
+    cache_bytes: u64,
+    assoc: u32,
+    misses_per_4096_instr: f64,
+}
+
 fn trace_error(e: TraceError, source: &str) -> anyhow::Error {
     bad_input(format!("{source}: {e}"))
+}
+
+/// Open the trace at `path` (`-` for stdin) as [`open`] does, its bytes (compressed, as stored)
+/// hashed as they are read, so a trace is read only once.
+fn open_hashed(path: &Path, format: Option<Format>) -> Result<(OpenTrace, InputHash), TraceError> {
+    let raw: Box<dyn Read> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let f = std::fs::File::open(path)
+            .map_err(|e| TraceError::whole(format!("cannot open the trace: {e}")))?;
+        Box::new(f)
+    };
+    let (reader, hash) = hashing_reader(raw);
+    Ok((open_reader(Box::new(reader), format)?, hash))
 }
 
 pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
@@ -124,6 +160,9 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
         return Err(bad_input("--window: must be at least 1 instruction"));
     }
     let mut recording = None;
+    // The trace's hash, for the JSON document's inputs (a recorded trace is not an input: the
+    // command line names the program).
+    let mut input_hash = None;
     let (opened, source, default_name) = if args.record {
         if args.trace.is_some() {
             return Err(bad_input(
@@ -149,7 +188,13 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
             return Err(bad_input("a command after `--` needs --record"));
         }
         let source = path.display().to_string();
-        let opened = open(path, format).map_err(|e| trace_error(e, &source))?;
+        let opened = if args.json {
+            let (opened, hash) = open_hashed(path, format).map_err(|e| trace_error(e, &source))?;
+            input_hash = Some(hash);
+            opened
+        } else {
+            open(path, format).map_err(|e| trace_error(e, &source))?
+        };
         let name = path
             .file_name()
             .map_or_else(|| "stdin".to_string(), |n| n.to_string_lossy().into());
@@ -239,7 +284,18 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
         format: format!("{format:?}").to_lowercase(),
     };
     if args.json {
+        let inputs = match input_hash {
+            Some(hash) => vec![Input {
+                name: source.clone(),
+                sha256: Some(
+                    hash.finish()
+                        .map_err(|e| anyhow::anyhow!("{source}: cannot read the trace: {e}"))?,
+                ),
+            }],
+            None => Vec::new(),
+        };
         let doc = SignatureJson {
+            provenance: Provenance::with_inputs(inputs),
             name: name.clone(),
             instructions,
             refs: stats.refs,
@@ -263,6 +319,20 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
+    if args.csv {
+        let whole = (0, instructions, &signature);
+        let parts = windows
+            .iter()
+            .zip(&window_sigs)
+            .map(|(w, s)| (w.first_instruction, w.instructions, s));
+        write_csv(
+            &name,
+            std::iter::once(whole).chain(parts),
+            args.line,
+            std::io::stdout().lock(),
+        )?;
+        return Ok(());
+    }
     println!(
         "{name}: {instructions} instructions, {} references ({} cache lines of {} B), {}",
         stats.refs, line_refs, args.line, engine.sampling
@@ -282,6 +352,37 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
         engine.refs_per_s / 1e6,
         engine.input_mb_per_s
     );
+    Ok(())
+}
+
+/// The signatures of the trace `name` as CSV rows, given as (first instruction, instructions,
+/// signature): the whole trace's first, then each window's. Each signature gives a row per
+/// associativity and size, associativity-major, as the rows and columns of its matrix.
+fn write_csv<'a>(
+    name: &str,
+    signatures: impl Iterator<Item = (u64, u64, &'a Signature)>,
+    line_bytes: u32,
+    out: impl Write,
+) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    for (i, (first_instruction, instructions, s)) in signatures.enumerate() {
+        for (&assoc, row) in s.assoc.iter().zip(&s.misses) {
+            for (&cache_bytes, &misses) in s.sizes_bytes.iter().zip(row) {
+                w.serialize(CsvRow {
+                    name,
+                    // The first signature is the whole trace's.
+                    window: i.checked_sub(1),
+                    first_instruction,
+                    instructions,
+                    line_bytes,
+                    cache_bytes,
+                    assoc,
+                    misses_per_4096_instr: misses,
+                })?;
+            }
+        }
+    }
+    w.flush()?;
     Ok(())
 }
 

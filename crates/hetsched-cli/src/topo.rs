@@ -1,6 +1,7 @@
 //! `hetsched topo` and `hetsched machines`.
 
 use crate::machine::{resolve_machine, this_machine};
+use crate::provenance::Provenance;
 use clap::Args;
 use hetsched_core::presets::MACHINE_PRESETS;
 use hetsched_core::topology::AMPS_SCALING_FACTOR;
@@ -29,7 +30,16 @@ pub struct ListArgs {
     pub json: bool,
 }
 
-/// `topo --json`, fields as in DESIGN.md.
+/// `topo --json`: what produced it, then the machine.
+#[derive(Serialize)]
+struct TopoDoc {
+    #[serde(flatten)]
+    provenance: Provenance,
+    #[serde(flatten)]
+    machine: TopoJson,
+}
+
+/// The machine as `topo --json` shows it, fields as in DESIGN.md.
 #[derive(Serialize)]
 pub struct TopoJson {
     name: String,
@@ -335,7 +345,13 @@ pub fn run_topo(args: &TopoArgs) -> anyhow::Result<()> {
         None => this_machine(&args.sysfs_root),
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&topo_json(&topology))?);
+        // The machine named on the command line is the input; this machine's sysfs is not a file
+        // to hash, and the document describes what was read from it.
+        let doc = TopoDoc {
+            provenance: Provenance::new(args.machine.as_deref()),
+            machine: topo_json(&topology),
+        };
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", render_tree(&topology));
     }

@@ -206,6 +206,15 @@ fn json_of(out: &Output) -> Value {
     })
 }
 
+/// SHA-256 (hex) of a file's bytes.
+fn sha256_of(path: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(std::fs::read(path).unwrap())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 fn kill(pid: u32, sig: i32) {
     // SAFETY: kill has no memory preconditions.
     unsafe {
@@ -266,6 +275,23 @@ fn lone_worker_pinned_to_fast_and_restored(
         "{report}"
     );
     assert_eq!(report["policy"], policy);
+    // The provenance block: `command` stays the program run, hetsched's own command line is
+    // `hetsched_command`, and the machine file is hashed.
+    assert_eq!(report["schema_version"], 2, "{report}");
+    assert_eq!(report["command"][0], "sh", "{report}");
+    assert!(
+        report["hetsched_command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "run"),
+        "{report}"
+    );
+    assert_eq!(
+        report["inputs"][0]["sha256"],
+        sha256_of(&s.path("machine.toml")).as_str(),
+        "{report}"
+    );
     (worker, report)
 }
 
@@ -702,6 +728,7 @@ fn emulation_slows_the_chosen_core_about_twofold_and_cleans_up() {
     );
     let r = json_of(&out);
     assert_eq!(r["duty"], 0.5);
+    assert_eq!(r["schema_version"], 2, "{r}");
     assert!(
         !s.state().join("emulated.toml").exists(),
         "the machine file is removed"
@@ -1040,6 +1067,13 @@ fn the_daemon_notifies_readiness_watches_and_reports_as_json() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["rules"][0]["policy"], "amps");
     assert!(report["uptime_s"].as_f64().unwrap() > 0.5, "{report}");
+    // The provenance block, the configuration file first among the inputs.
+    assert_eq!(report["schema_version"], 2, "{report}");
+    assert_eq!(
+        report["inputs"][0]["sha256"],
+        sha256_of(&config).as_str(),
+        "{report}"
+    );
 }
 
 /// SIGHUP reloads the rules: a removed rule's threads get their masks back, a configuration that

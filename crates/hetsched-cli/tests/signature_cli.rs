@@ -230,3 +230,122 @@ fn bad_traces_exit_2_naming_the_line_and_change_nothing() {
     assert!(err.contains("--sample-rate"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A lackey trace of `instructions` instructions, each with a load from one of 4096 cache lines
+/// (256 KiB), in an order a fixed LCG gives.
+fn synthetic_trace(path: &Path, instructions: usize) {
+    let mut text = String::new();
+    let mut x: u64 = 1;
+    for _ in 0..instructions {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let line = (x >> 33) % 4096;
+        text.push_str(&format!("I  0400,3\n L {:x},8\n", 0x10_0000 + 64 * line));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// `signature --json` carries the provenance block with the trace's SHA-256, and the sampling and
+/// cache grid it was made with; `--csv` gives one row per associativity and size (and window),
+/// the same numbers as the JSON.
+#[test]
+fn signature_json_has_provenance_and_csv_has_the_same_cells() {
+    use sha2::{Digest, Sha256};
+    let dir = scratch("prov");
+    let trace = dir.join("synthetic.lackey");
+    synthetic_trace(&trace, 20_000);
+    let t = trace.to_str().unwrap();
+    let (code, out, err) = hetsched(&["signature", t, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["hetsched_version"], env!("CARGO_PKG_VERSION"));
+    let want: String = Sha256::digest(std::fs::read(&trace).unwrap())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(v["inputs"].as_array().unwrap().len(), 1, "{}", v["inputs"]);
+    assert_eq!(v["inputs"][0]["name"], t);
+    assert_eq!(v["inputs"][0]["sha256"], want.as_str());
+    assert_eq!(v["engine"]["sample_rate"], 1.0);
+    assert_eq!(v["engine"]["sampling"], "exact");
+    let sizes = v["sizes_bytes"].as_array().unwrap().len();
+    let assoc = v["assoc"].as_array().unwrap().len();
+    assert_eq!((sizes, assoc), (11, 4));
+
+    // The same trace from stdin, gzip-compressed: hashed as the bytes read.
+    let gz = dir.join("synthetic.lackey.gz");
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!("gzip -c {t} > {}", gz.display()))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = Command::new(env!("CARGO_BIN_EXE_hetsched"))
+        .args(["signature", "-", "--json"])
+        .stdin(std::fs::File::open(&gz).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let s = json(&String::from_utf8_lossy(&out.stdout));
+    let want_gz: String = Sha256::digest(std::fs::read(&gz).unwrap())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(s["inputs"][0]["name"], "-");
+    assert_eq!(s["inputs"][0]["sha256"], want_gz.as_str());
+    assert_eq!(s["misses_per_4096"], v["misses_per_4096"]);
+
+    let (code, out, err) = hetsched(&["signature", t, "--csv"]);
+    assert_eq!(code, 0, "{err}");
+    let mut r = csv::Reader::from_reader(out.as_bytes());
+    let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(
+        header,
+        [
+            "name",
+            "window",
+            "first_instruction",
+            "instructions",
+            "line_bytes",
+            "cache_bytes",
+            "assoc",
+            "misses_per_4096_instr"
+        ]
+    );
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), sizes * assoc);
+    // The 16-way, 64 KiB cell: the working set (256 KiB) does not fit, so misses are many.
+    let cell = rows
+        .iter()
+        .find(|row| &row[5] == "65536" && &row[6] == "16")
+        .expect("a 16-way 64 KiB row");
+    let csv_value: f64 = cell[7].parse().unwrap();
+    let json_value = v["misses_per_4096"][2][2].as_f64().unwrap();
+    assert_eq!(v["assoc"][2], 16);
+    assert_eq!(v["sizes_bytes"][2], 65536);
+    assert_eq!(csv_value, json_value);
+    assert!(csv_value > 1000.0, "{csv_value}");
+    assert_eq!(&cell[0], "synthetic");
+    assert_eq!(&cell[1], "");
+    assert_eq!(&cell[3], "20000");
+
+    // With windows: the whole trace's rows, then each window's.
+    let (code, out, err) = hetsched(&["signature", t, "--csv", "--window", "8000"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<csv::StringRecord> = csv::Reader::from_reader(out.as_bytes())
+        .records()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 4 * sizes * assoc);
+    let windows: Vec<&str> = rows.iter().map(|row| &row[1]).collect();
+    assert_eq!(windows[sizes * assoc - 1], "");
+    assert_eq!(windows[sizes * assoc], "0");
+    assert_eq!(windows[rows.len() - 1], "2");
+    assert_eq!(&rows[rows.len() - 1][2], "16000");
+
+    let (code, _, err) = hetsched(&["signature", t, "--csv", "--json"]);
+    assert_eq!(code, 2, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

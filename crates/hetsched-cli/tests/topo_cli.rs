@@ -142,3 +142,40 @@ fn bad_input_exits_2_with_one_line_naming_it() {
     assert_eq!(code, 2);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `topo --json` starts with the provenance block: a preset is named, a machine file hashed, and
+/// this machine (read from sysfs, no file named) has no inputs.
+#[test]
+fn topo_json_says_what_produced_it() {
+    use sha2::{Digest, Sha256};
+    let v = topo_json("amps-smp");
+    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["hetsched_version"], env!("CARGO_PKG_VERSION"));
+    assert!(v["command"].as_array().unwrap().iter().any(|a| a == "topo"));
+    assert_eq!(v["inputs"][0]["name"], "amps-smp");
+    assert!(v["inputs"][0]["sha256"].is_null());
+    // The machine's own fields are all still there.
+    assert_eq!(v["name"], "amps-smp");
+    assert_eq!(v["cores"].as_array().unwrap().len(), 8);
+
+    let dir = std::env::temp_dir().join(format!("hetsched-topo-prov-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("two.toml");
+    let text = "name = \"two\"\nmemory_latency_ns = 90.0\n[[classes]]\nname = \"fast\"\ncapacity = 1.0\n[[classes]]\nname = \"slow\"\ncapacity = 0.5\n[[cores]]\ncpus = \"0\"\nclass = \"fast\"\n[[cores]]\ncpus = \"1\"\nclass = \"slow\"\n";
+    std::fs::write(&file, text).unwrap();
+    let v = topo_json(file.to_str().unwrap());
+    let want: String = Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(v["inputs"][0]["name"], file.to_str().unwrap());
+    assert_eq!(v["inputs"][0]["sha256"], want.as_str());
+    assert_eq!(v["name"], "two");
+    std::fs::remove_dir_all(&dir).ok();
+
+    let (code, out, err) = hetsched(&["topo", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["inputs"], serde_json::json!([]));
+}
