@@ -40,6 +40,47 @@ fn fairness_writes_a_report_with_the_histogram() {
 }
 
 #[test]
+fn repeatability_report_has_a_paper_style_figure_and_a_results_document() {
+    let dir = std::env::temp_dir().join(format!("hetsched-repro-fig-{}", std::process::id()));
+    let (code, _, err) = hetsched(&[
+        "reproduce",
+        "amps-repeatability",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    // The figure: its caption, its value axis with a unit, both series in the legend, each in
+    // its policy's colour (the baseline grey, amps the palette's first colour).
+    assert!(html.contains("AMPS Figure 7"), "caption");
+    assert!(
+        html.contains("throughput, million instructions/s"),
+        "value axis"
+    );
+    assert!(
+        html.contains("#999999") && html.to_lowercase().contains("#0072b2"),
+        "colours"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(doc["schema_version"], 2);
+    let fig = &doc["experiments"][0]["figures"][0];
+    assert_eq!(fig["id"], "AMPS Figure 7");
+    let bars = fig["groups"][0]["bars"].as_array().unwrap();
+    assert_eq!(bars.len(), 2);
+    for b in bars {
+        assert_eq!(b["runs"], 10, "one value per seed");
+        let (min, mean, max) = (
+            b["min"].as_f64().unwrap(),
+            b["mean"].as_f64().unwrap(),
+            b["max"].as_f64().unwrap(),
+        );
+        assert!(min <= mean && mean <= max && min > 0.0, "{b}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn bad_names_exit_2_with_one_line() {
     let (code, _, err) = hetsched(&["reproduce", "amps-nonsense"]);
     assert_eq!(code, 2);
