@@ -12,6 +12,7 @@ mod reproduce;
 mod signature;
 mod simulate;
 mod topo;
+mod validate;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -54,6 +55,9 @@ enum Command {
     /// Say what this machine and these privileges give the live backend, and what each missing
     /// piece disables.
     Doctor(live::DoctorArgs),
+    /// Check the simulator against this machine: programs run live (as the machine is, and with a
+    /// CPU made slow by emulation) beside their simulated twins (root).
+    Validate(validate::ValidateArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions(CompletionsArgs),
     /// Print the man page (roff) on stdout.
@@ -110,6 +114,7 @@ fn main() -> ExitCode {
         Some(Command::Daemon(args)) => live::run_daemon(&args),
         Some(Command::Stats(args)) => live::run_stats(&args),
         Some(Command::Doctor(args)) => live::run_doctor(&args),
+        Some(Command::Validate(args)) => validate::run_validate(&args),
         Some(Command::Completions(args)) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut cmd, "hetsched", &mut std::io::stdout());

@@ -61,7 +61,7 @@ fn repeatability_report_has_a_paper_style_figure_and_a_results_document() {
         html.contains("#999999") && html.to_lowercase().contains("#0072b2"),
         "colours"
     );
-    let doc: serde_json::Value =
+    let doc: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(doc["schema_version"], 2);
     let fig = &doc["experiments"][0]["figures"][0];

@@ -154,7 +154,7 @@ fn mrc(sampling: Sampling, hsb: &[u8]) -> Vec<f64> {
     w[0].histogram.miss_ratio_curve(64)
 }
 
-/// SHARDS at R = 0.01 (the figure): mean absolute error of the miss-ratio curve against
+/// SHARDS at R = 0.01 (the figure this engine is held to): mean absolute error of the miss-ratio curve against
 /// exact at most 0.01; fixed-size sampling (8192 lines) too. The trace: `Mix::default()`, a 4 MB
 /// hot set, 64 MB of randomly used data and a stream. (With a hot set of 4096 lines only ~41 of
 /// them are in a 1% sample, and the error at small cache sizes grows to a few hundredths:

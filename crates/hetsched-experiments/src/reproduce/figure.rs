@@ -55,7 +55,11 @@ impl Bar {
         let mean = super::mean(&finite);
         Bar {
             series: series.into(),
-            mean: if finite.is_empty() { mean } else { mean.clamp(min, max) },
+            mean: if finite.is_empty() {
+                mean
+            } else {
+                mean.clamp(min, max)
+            },
             min,
             max,
             runs: finite.len(),
