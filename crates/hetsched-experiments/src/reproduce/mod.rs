@@ -12,6 +12,7 @@ pub mod figure;
 pub mod hass;
 pub mod matrix;
 pub mod numa_amp;
+pub mod reasons;
 
 use hetsched_core::policies::policy_with_options;
 use hetsched_core::policies::PolicyOptions;
@@ -114,6 +115,16 @@ impl Experiment {
         rows: Vec<Row>,
     ) -> Experiment {
         let holds = rows.iter().all(|r| r.holds != Some(false));
+        // A failing row says so, and why, in its own note.
+        let rows = rows
+            .into_iter()
+            .map(|mut r| {
+                if r.holds == Some(false) {
+                    r.note = reasons::failing_note(experiment, &r.label, &r.note);
+                }
+                r
+            })
+            .collect();
         Experiment {
             experiment: experiment.into(),
             paper: paper.into(),
