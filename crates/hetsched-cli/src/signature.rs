@@ -8,7 +8,7 @@ use hetsched_core::Signature;
 use hetsched_signature::hsb::HsbWriter;
 use hetsched_signature::input::{open, open_reader, OpenTrace};
 use hetsched_signature::readers::{read_trace, read_trace_into, ReadStats};
-use hetsched_signature::{record, Format, ProfileConfig, Profiler, Sampling, TraceError};
+use hetsched_signature::{record, Format, ProfileConfig, Profiler, Sampling, SetModel, TraceError};
 use serde::Serialize;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -31,6 +31,12 @@ pub struct SignatureArgs {
     /// Cache line size, bytes (a power of two).
     #[arg(long, default_value_t = 64)]
     line: u32,
+    /// How set-associative misses are found: `indexed` (exact LRU per set, a line's set its
+    /// number modulo the number of sets) or `binomial` (an approximation from the fully
+    /// associative distances, lines assumed to fall into sets at random: cheaper, and wrong for
+    /// working sets about the cache's size).
+    #[arg(long, default_value = "indexed")]
+    set_model: String,
     /// One signature per this many instructions (phase signatures).
     #[arg(long)]
     window: Option<u64>,
@@ -97,6 +103,8 @@ struct EngineJson {
     input_mb_per_s: f64,
     sample_rate: f64,
     sampling: String,
+    /// `set-indexed` or `binomial approximation`.
+    set_model: &'static str,
     compression: String,
     format: String,
 }
@@ -155,6 +163,15 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
         (None, Some(0)) => return Err(bad_input("--sample-size: must be at least 1")),
         (None, Some(n)) => Sampling::Size(n),
         (None, None) => Sampling::Exact,
+    };
+    let set_model = match args.set_model.as_str() {
+        "indexed" => SetModel::Indexed,
+        "binomial" => SetModel::Binomial,
+        other => {
+            return Err(bad_input(format!(
+                "--set-model: {other:?} is not indexed or binomial"
+            )))
+        }
     };
     if args.window == Some(0) {
         return Err(bad_input("--window: must be at least 1 instruction"));
@@ -221,6 +238,7 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
         window: args.window,
         include_instructions: args.include_instructions,
         name: name.clone(),
+        set_model,
     };
     let t0 = Instant::now();
     let mut profiler = Profiler::new(cfg);
@@ -280,6 +298,7 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
             Sampling::Rate(r) => format!("shards fixed rate {r}"),
             Sampling::Size(n) => format!("shards fixed size {n} lines"),
         },
+        set_model: set_model.name(),
         compression: compression.into(),
         format: format!("{format:?}").to_lowercase(),
     };
@@ -334,9 +353,10 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{name}: {instructions} instructions, {} references ({} cache lines of {} B), {}",
-        stats.refs, line_refs, args.line, engine.sampling
+        "{name}: {instructions} instructions, {} references ({} cache lines of {} B), {}, {}",
+        stats.refs, line_refs, args.line, engine.sampling, engine.set_model
     );
+    println!("LLC misses per 4,096 instructions, by associativity (ways) and cache size:");
     print_table(&signature);
     for (w, s) in windows.iter().zip(&window_sigs) {
         println!(
@@ -415,15 +435,15 @@ fn write_signature(path: &Path, s: &Signature) -> anyhow::Result<()> {
 
 fn size_label(b: u64) -> String {
     if b >= 1 << 20 {
-        format!("{}M", b >> 20)
+        format!("{}MiB", b >> 20)
     } else {
-        format!("{}K", b >> 10)
+        format!("{}KiB", b >> 10)
     }
 }
 
 /// The paper's table: associativity down, size across.
 fn print_table(s: &Signature) {
-    print!("{:>6}", "assoc");
+    print!("{:>6}", "ways");
     for &b in &s.sizes_bytes {
         print!("{:>8}", size_label(b));
     }

@@ -177,7 +177,13 @@ fn a_lackey_trace_file_in_every_form() {
     let sig = dir.join("walk.toml");
     let (code, table, err) = hetsched(&["signature", t, "--out", sig.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    assert!(table.contains("assoc") && table.contains("16M"), "{table}");
+    assert!(
+        table.contains("ways")
+            && table.contains("16MiB")
+            && table.contains("16KiB")
+            && table.contains("misses per 4,096 instructions"),
+        "{table}"
+    );
     let parsed = hetsched_core::Signature::load(&sig).unwrap();
     assert_eq!(parsed.misses.len(), 4);
     // Phase windows.
