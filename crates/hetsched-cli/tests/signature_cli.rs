@@ -434,3 +434,74 @@ fn traces_claiming_huge_accesses_fail_fast_in_little_memory() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--record` is a launcher: the program's exit status is ours, and with --json the program's
+/// standard output goes to our standard error, so standard output parses as JSON.
+#[test]
+fn record_passes_the_exit_status_through_and_keeps_json_apart() {
+    assert!(
+        Command::new("valgrind")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "valgrind is needed to test --record (.ci/run installs it)"
+    );
+    let (code, out, err) = hetsched(&[
+        "signature",
+        "--record",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo hello from the program; exit 7",
+    ]);
+    assert_eq!(code, 7, "{err}");
+    let v = json(&out);
+    assert_eq!(v["engine"]["program_exit"], 7);
+    assert!(err.contains("hello from the program"), "{err}");
+    // The whole of stdout is the document (the command line in it names the program's words).
+    assert!(
+        out.starts_with('{') && out.trim_end().ends_with('}'),
+        "{out}"
+    );
+    // Our engine's speed, valgrind's time apart.
+    let cpu = v["engine"]["cpu_s"].as_f64().unwrap();
+    let refs = v["refs"].as_f64().unwrap();
+    let rate = v["engine"]["refs_per_s"].as_f64().unwrap();
+    assert!(
+        (rate * cpu / refs - 1.0).abs() < 1e-9,
+        "{rate} {cpu} {refs}"
+    );
+    assert!(v["engine"]["valgrind_cpu_s"].as_f64().unwrap() > 0.0);
+    // Without --json the program's output stays on stdout; a status of 0 is 0.
+    let (code, out, err) = hetsched(&["signature", "--record", "--", "echo", "hello"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("hello\n"), "{out}");
+}
+
+/// A rate below 2^-24 is refused; a rate whose sample holds too few lines is flagged on stderr
+/// and in the JSON; the rate reported is the rate used.
+#[test]
+fn sample_rates_that_cannot_work_are_refused_or_flagged() {
+    let dir = scratch("rates");
+    let trace = dir.join("small.lackey");
+    synthetic_trace(&trace, 20_000);
+    let t = trace.to_str().unwrap();
+    let (code, _, err) = hetsched(&["signature", t, "--sample-rate", "1e-9"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--sample-rate: 0.000000001 is below 2^-24"),
+        "{err}"
+    );
+    let (code, out, err) = hetsched(&["signature", t, "--json", "--sample-rate", "1e-6"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("warning: the sample held"), "{err}");
+    let v = json(&out);
+    assert!(v["engine"]["sample_warning"].is_string(), "{out}");
+    // 1e-6 of 2^24 rounds to 17 hash values: the rate used.
+    assert_eq!(v["engine"]["sample_rate"], 17.0 / 16_777_216.0);
+    let (code, out, err) = hetsched(&["signature", t, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(json(&out)["engine"].get("sample_warning").is_none());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

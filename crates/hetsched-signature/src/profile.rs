@@ -420,6 +420,15 @@ impl Profiler {
         self.done.push(std::mem::replace(&mut self.current, next));
     }
 
+    /// Distinct lines the fully associative engine holds: every line seen when exact, the sample's
+    /// lines with SHARDS.
+    pub fn sampled_lines(&self) -> u64 {
+        match &self.engine {
+            Engine::Exact(e) => e.distinct(),
+            Engine::Shards(s) => s.sampled_lines(),
+        }
+    }
+
     /// The sampling rate in force at the end (1 for exact).
     pub fn sample_rate(&self) -> f64 {
         match &self.engine {
