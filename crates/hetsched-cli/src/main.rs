@@ -99,7 +99,8 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
-    // The exit status of a program `run` or `emulate` launched, passed through.
+    // The exit status of a program `run`, `emulate` or `signature --record` launched, passed
+    // through.
     let mut status = 0u8;
     let result = match cli.command {
         Some(Command::Topo(args)) => topo::run_topo(&args),
@@ -108,7 +109,7 @@ fn main() -> ExitCode {
         Some(Command::Workloads(args)) => simulate::run_workloads(&args),
         Some(Command::Policies(args)) => policies::run_policies(&args),
         Some(Command::Reproduce(args)) => reproduce::run_reproduce(&args),
-        Some(Command::Signature(args)) => signature::run_signature(&args),
+        Some(Command::Signature(args)) => signature::run_signature(&args).map(|code| status = code),
         Some(Command::Run(args)) => live::run_run(&args).map(|code| status = code),
         Some(Command::Emulate(args)) => live::run_emulate(&args).map(|code| status = code),
         Some(Command::Daemon(args)) => live::run_daemon(&args),

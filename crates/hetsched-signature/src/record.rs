@@ -1,12 +1,14 @@
 //! `hetsched signature --record -- CMD`: run a program under valgrind's lackey tool and read its
 //! memory trace as it is made, through a FIFO, never writing it to disk. The program keeps its own
-//! standard input, output and error; valgrind's log (the trace) goes to the FIFO.
+//! standard input and error, and its standard output unless the caller sends it elsewhere;
+//! valgrind's log (the trace) goes to the FIFO. Valgrind exits as its program did (the same code,
+//! or killed by the same signal), so the child's status is the program's.
 
 use crate::trace::TraceError;
 use std::ffi::CString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 
 /// A program being traced: the child and the trace's read end.
 pub struct Recording {
@@ -30,8 +32,8 @@ pub fn valgrind_path() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Start `cmd` under `valgrind --tool=lackey --trace-mem=yes`.
-pub fn start(cmd: &[String]) -> Result<Recording, TraceError> {
+/// Start `cmd` under `valgrind --tool=lackey --trace-mem=yes`, its standard output to `stdout`.
+pub fn start(cmd: &[String], stdout: Stdio) -> Result<Recording, TraceError> {
     let Some(program) = cmd.first() else {
         return Err(TraceError::whole("--record needs a command after `--`"));
     };
@@ -51,6 +53,7 @@ pub fn start(cmd: &[String]) -> Result<Recording, TraceError> {
         .arg(format!("--log-file={}", fifo.display()))
         .arg(program)
         .args(&cmd[1..])
+        .stdout(stdout)
         .spawn()
         .map_err(|e| TraceError::whole(format!("cannot start valgrind: {e}")))?;
     let mut child = child;
