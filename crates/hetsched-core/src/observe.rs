@@ -217,6 +217,35 @@ impl<'a> View<'a> {
     }
 }
 
+/// A core of `only` (all cores with `None`) that idles while a thread `conserving` accepts waits on
+/// another core although its user mask allows the idle one: the work-conservation invariant of
+/// [`crate::Policy::conserves_work_for`] broken. The first such pair, or `None`.
+pub fn idle_beside_waiting(
+    view: &View<'_>,
+    only: Option<CoreId>,
+    conserving: impl Fn(ThreadId) -> bool,
+) -> Option<(CoreId, ThreadId)> {
+    let idle: CpuSet = match only {
+        Some(c) => std::iter::once(c)
+            .filter(|&c| view.core(c).runnable == 0)
+            .collect(),
+        None => view
+            .cores
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.runnable == 0)
+            .map(|(i, _)| CoreId(i as u32))
+            .collect(),
+    };
+    if idle.is_empty() {
+        return None;
+    }
+    view.threads
+        .iter()
+        .filter(|t| t.state == ThreadState::Runnable && conserving(t.id))
+        .find_map(|t| t.user_allowed.iter_intersection(&idle).next().map(|c| (c, t.id)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

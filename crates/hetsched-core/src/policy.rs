@@ -151,6 +151,16 @@ pub trait Policy: Send {
         &[]
     }
 
+    /// Whether the policy keeps work conserving for `thread`: after its periodic balance, and for
+    /// the core of an idle call after that call, no core in the thread's user mask idles while the
+    /// thread waits on another core ([`crate::observe::idle_beside_waiting`]). Between two balances
+    /// a thread that wakes on its pinned, busy core may wait at most one rebalance period. The
+    /// simulator asserts it in debug builds. Default: no promise (a policy that restricts threads
+    /// to a class or groups them on a CPU by design, say why in its module doc).
+    fn conserves_work_for(&self, _thread: ThreadId) -> bool {
+        false
+    }
+
     /// True for the baseline: the backend's own balancer does everything.
     fn is_baseline(&self) -> bool {
         false

@@ -444,6 +444,7 @@ impl<'a> Simulation<'a> {
             if self.queues[c].is_empty() && !notified.contains(c) {
                 notified.insert(c);
                 self.with_policy(|p, view, out| p.on_core_idle(view, c, out));
+                self.debug_assert_conserving(Some(c));
             }
             if self.cores[c].current.is_none() {
                 if let Some(t) = self.pick_next(c) {
@@ -467,6 +468,7 @@ impl<'a> Simulation<'a> {
             let period = self.policy.rebalance_period_ns().max(self.cfg.quantum_ns);
             self.next_policy_ns = self.now.saturating_add(period);
             self.with_policy(|p, view, out| p.rebalance(view, out));
+            self.debug_assert_conserving(None);
         }
     }
 

@@ -44,6 +44,34 @@ impl<'a> Simulation<'a> {
         self.page_moves = moves;
     }
 
+    /// Debug builds: the policy's work-conservation promise holds after a decision
+    /// ([`Policy::conserves_work_for`]): on core `only` after an idle call, on every core after a
+    /// periodic balance.
+    pub(super) fn debug_assert_conserving(&self, only: Option<hetsched_core::CoreId>) {
+        if cfg!(debug_assertions) {
+            let view = View {
+                now_ns: self.now,
+                topology: self.topo,
+                threads: self.obs.as_slice(),
+                cores: self.core_obs.as_slice(),
+            };
+            let policy = &self.policy;
+            let broken = hetsched_core::observe::idle_beside_waiting(&view, only, |t| {
+                policy.conserves_work_for(t)
+            });
+            if let Some((core, t)) = broken {
+                panic!(
+                    "{}: core {} idles at {} ns while thread {} waits on core {:?}",
+                    self.policy.name(),
+                    core.0,
+                    self.now,
+                    t.0,
+                    self.obs[t].cpu.map(|c| c.0)
+                );
+            }
+        }
+    }
+
     /// A thread moved to another data fragment: the application's hint (Pinter section 4.1: the
     /// current and next DF, "whenever it changes DFs"), answered by the policy at once.
     pub(super) fn hint_fragment_change(&mut self, t: ThreadId, before: Option<u64>) {
