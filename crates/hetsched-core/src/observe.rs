@@ -217,8 +217,8 @@ impl<'a> View<'a> {
     }
 }
 
-/// A core of `only` (all cores with `None`) that idles while a thread `conserving` accepts waits on
-/// another core although its user mask allows the idle one: the work-conservation invariant of
+/// A core of `only` (all cores with `None`) that idles while a thread `conserving` accepts waits
+/// behind another thread on another core although its user mask allows the idle one: the work-conservation invariant of
 /// [`crate::Policy::conserves_work_for`] broken. The first such pair, or `None`.
 pub fn idle_beside_waiting(
     view: &View<'_>,
@@ -242,7 +242,11 @@ pub fn idle_beside_waiting(
     }
     view.threads
         .iter()
-        .filter(|t| t.state == ThreadState::Runnable && conserving(t.id))
+        .filter(|t| {
+            // Waiting behind another thread: a thread alone on its core's queue is about to run.
+            let behind = t.cpu.is_some_and(|c| view.core(c).runnable >= 2);
+            t.state == ThreadState::Runnable && behind && conserving(t.id)
+        })
         .find_map(|t| t.user_allowed.iter_intersection(&idle).next().map(|c| (c, t.id)))
 }
 
