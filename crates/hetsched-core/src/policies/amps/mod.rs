@@ -659,9 +659,22 @@ impl Policy for Amps {
         *self.alloc_state(thread) = AllocationPhase::default();
         self.ensure_machine(view.topology);
         let power = &self.machine.as_ref()?.power;
+        // A thread that already runs or waits somewhere (it joins from another policy's care)
+        // leaves its core: that core counts without it.
+        let obs = view.thread(thread);
+        let here = obs
+            .cpu
+            .filter(|_| matches!(obs.state, ThreadState::Running | ThreadState::Runnable));
         initial_core(
-            &view.thread(thread).user_allowed,
-            |c| view.core(c).runnable,
+            &obs.user_allowed,
+            |c| {
+                let n = view.core(c).runnable;
+                if Some(c) == here {
+                    n.saturating_sub(1)
+                } else {
+                    n
+                }
+            },
             |c| power[c.index()],
         )
         .map(CpuSet::single)
