@@ -104,7 +104,7 @@ impl MachineSpec {
                 .unwrap();
             }
         }
-        if self.fpu_modules && n % 2 == 0 {
+        if self.fpu_modules && n.is_multiple_of(2) {
             writeln!(s, "[[modules]]\ncpus = \"0-{}\"\nshared_by = 2", n - 1).unwrap();
         }
         s
@@ -158,11 +158,26 @@ fn arb_machine() -> impl Strategy<Value = MachineSpec> {
 #[derive(Clone, Debug)]
 enum AppKind {
     /// `copies` single-threaded programs: instructions (1e8), CPI, MPKI.
-    Batch { copies: u32, gi: u32, cpi: f64, mpki: f64 },
+    Batch {
+        copies: u32,
+        gi: u32,
+        cpi: f64,
+        mpki: f64,
+    },
     /// One barrier-synchronised job: threads, phases between barriers, instructions a phase (1e7).
-    Barrier { threads: u32, rounds: u32, mi: u32, mpki: f64 },
+    Barrier {
+        threads: u32,
+        rounds: u32,
+        mi: u32,
+        mpki: f64,
+    },
     /// A request service: threads that compute (1e6 instructions) and sleep (ms), `requests` times.
-    Service { threads: u32, requests: u32, mi: u32, sleep_ms: u32 },
+    Service {
+        threads: u32,
+        requests: u32,
+        mi: u32,
+        sleep_ms: u32,
+    },
     /// One thread alternating a CPU-bound and a memory-bound phase.
     PhaseChanger { rounds: u32 },
 }
@@ -312,7 +327,12 @@ impl Case {
         Workload {
             name: "random".into(),
             description: String::new(),
-            apps: self.apps.iter().enumerate().map(|(i, a)| a.spec(i)).collect(),
+            apps: self
+                .apps
+                .iter()
+                .enumerate()
+                .map(|(i, a)| a.spec(i))
+                .collect(),
         }
     }
 }
@@ -320,10 +340,7 @@ impl Case {
 fn arb_case() -> impl Strategy<Value = Case> {
     arb_machine().prop_flat_map(|machine| {
         let cores = machine.total();
-        (
-            Just(machine),
-            prop::collection::vec(arb_app(cores), 1..=4),
-        )
+        (Just(machine), prop::collection::vec(arb_app(cores), 1..=4))
             .prop_map(|(machine, apps)| Case { machine, apps })
     })
 }
@@ -347,8 +364,14 @@ fn vs_baseline(case: &Case) -> f64 {
     let ours = run(&topo, &w, "hetsched", 1);
     assert!(base.finished && ours.finished, "unfinished run");
     let again = run(&topo, &w, "hetsched", 1);
-    assert_eq!(ours.makespan_s, again.makespan_s, "hetsched not deterministic");
-    assert_eq!(ours.migrations, again.migrations, "hetsched not deterministic");
+    assert_eq!(
+        ours.makespan_s, again.makespan_s,
+        "hetsched not deterministic"
+    );
+    assert_eq!(
+        ours.migrations, again.migrations,
+        "hetsched not deterministic"
+    );
     base.makespan_s / ours.makespan_s
 }
 
@@ -474,7 +497,10 @@ fn survey() {
         }
     }
     println!("worst vs baseline {:.3}: {}", worst_base.0, worst_base.1);
-    println!("worst vs best other {:.3}: {}", worst_other.0, worst_other.1);
+    println!(
+        "worst vs best other {:.3}: {}",
+        worst_other.0, worst_other.1
+    );
 }
 
 /// The shrunk case of [`hetsched_at_least_the_baseline`] (0.841x).

@@ -61,8 +61,8 @@ impl<'a> Simulation<'a> {
         // A core a placement of this decision emptied gets its own idle call next.
         let pending: hetsched_core::CpuSet = self.need_pick.iter().copied().collect();
         let policy = &self.policy;
-        let breach = hetsched_core::observe::idle_beside_waiting(&view, only, |t| {
-            policy.conserves_work_for(t)
+        let breach = hetsched_core::observe::idle_beside_waiting(&view, only, |t, c| {
+            policy.conserves_work_for(&view, t, c)
         })
         .filter(|(c, _)| !pending.contains(*c));
         match (breach, self.conservation_breach) {

@@ -37,8 +37,9 @@
 //!    so a move from a core of `n_s` threads to one of `n_d` changes the machine's throughput by
 //!    `[n_d = 0]·F_d − [n_s = 1]·F_s` ([`throughput_gain`]), and nothing else does. Moves that
 //!    raise it always happen: every idle core pulls a thread waiting elsewhere that may run on it,
-//!    from the nearest core first and across nodes too (only a waiting thread: it runs nowhere
-//!    now), else a thread running alone on a slower core of its node that the scaled load would
+//!    from the nearest core first and across nodes too unless section 2.4.2's overhead
+//!    prediction calls the move costly (a thread pinned far from its memory for good loses more
+//!    than the wait; `always` skips the prediction), else a thread running alone on a slower core of its node that the scaled load would
 //!    move (faster-core-first); a new thread starts on an idle core if it may. Moves that lower
 //!    it never happen: no thread leaves a core it runs alone on for a busy one. Between those,
 //!    rules 3 and 4 decide, which only share out the same throughput among threads. The paper's
@@ -315,9 +316,12 @@ impl Scratch {
                 .map(|s| (machine.distance(s, d), self.key(power, s))),
         );
         candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        if let Some(found) = candidates.iter().find_map(|&(_, k)| {
+        if let Some(found) = candidates.iter().find_map(|&(near, k)| {
             let s = k.2 as usize;
             self.movable(view, machine.numa, alloc, s, dst)
+                .filter(|&(t, _)| {
+                    near < ACROSS_NODES || !costly_across_nodes(machine.numa, view, t, s, d)
+                })
                 .map(|(t, r)| (s, t, r))
         }) {
             return Some(found);
@@ -500,7 +504,14 @@ impl Amps {
                 *moves += 1;
             }
         };
-        fill(sc, &mut order, &mut after_order, &mut moves, &mut candidates, out);
+        fill(
+            sc,
+            &mut order,
+            &mut after_order,
+            &mut moves,
+            &mut candidates,
+            out,
+        );
         'balance: while moves < max_moves {
             if let Some(d) = only {
                 // New-idle balance, once the core runs a thread: `d` pulls from the nearest source
@@ -614,9 +625,29 @@ impl Amps {
             moves += 1;
         }
         if only.is_none() {
-            fill(sc, &mut order, &mut after_order, &mut moves, &mut candidates, out);
+            fill(
+                sc,
+                &mut order,
+                &mut after_order,
+                &mut moves,
+                &mut candidates,
+                out,
+            );
         }
     }
+}
+
+/// A pull of `t` from core `s` to core `d` in another node that AMPS's overhead prediction
+/// (section 2.4.2) calls costly: its largest resident set is on `s`'s node and exceeds `d`'s LLC.
+/// Under `always` nothing is.
+fn costly_across_nodes(numa: NumaMode, view: &View<'_>, t: ThreadId, s: usize, d: usize) -> bool {
+    numa != NumaMode::Always
+        && numa::high_overhead(
+            view.topology,
+            &view.thread(t).resident_bytes,
+            CoreId(s as u32),
+            CoreId(d as u32),
+        )
 }
 
 /// Order key of a core by the scaled load it would have with one more thread.
@@ -684,8 +715,16 @@ impl Policy for Amps {
         self.balance(view, Some(core), out);
     }
 
-    fn conserves_work_for(&self, _thread: ThreadId) -> bool {
-        true
+    /// Every thread, but across nodes only where the overhead prediction allows (rule 6).
+    fn conserves_work_for(&self, view: &View<'_>, thread: ThreadId, core: CoreId) -> bool {
+        let Some(m) = self.machine.as_ref() else {
+            return true;
+        };
+        let Some(src) = view.thread(thread).cpu else {
+            return true;
+        };
+        m.distance(src.index(), core.index()) < ACROSS_NODES
+            || !costly_across_nodes(m.numa, view, thread, src.index(), core.index())
     }
 }
 
