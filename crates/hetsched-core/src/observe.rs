@@ -217,6 +217,45 @@ impl<'a> View<'a> {
     }
 }
 
+/// A core of `only` (all cores with `None`) that idles while a thread waits
+/// behind another thread on another core although its user mask allows the idle one and
+/// `conserving` says the policy promised it would not: the work-conservation invariant of
+/// [`crate::Policy::conserves_work_for`] broken. The first such pair, or `None`.
+pub fn idle_beside_waiting(
+    view: &View<'_>,
+    only: Option<CoreId>,
+    conserving: impl Fn(ThreadId, CoreId) -> bool,
+) -> Option<(CoreId, ThreadId)> {
+    let idle: CpuSet = match only {
+        Some(c) => std::iter::once(c)
+            .filter(|&c| view.core(c).runnable == 0)
+            .collect(),
+        None => view
+            .cores
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.runnable == 0)
+            .map(|(i, _)| CoreId(i as u32))
+            .collect(),
+    };
+    if idle.is_empty() {
+        return None;
+    }
+    view.threads
+        .iter()
+        .filter(|t| {
+            // Waiting behind another thread: a thread alone on its core's queue is about to run.
+            let behind = t.cpu.is_some_and(|c| view.core(c).runnable >= 2);
+            t.state == ThreadState::Runnable && behind
+        })
+        .find_map(|t| {
+            t.user_allowed
+                .iter_intersection(&idle)
+                .find(|&c| conserving(t.id, c))
+                .map(|c| (c, t.id))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

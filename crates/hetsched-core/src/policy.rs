@@ -151,6 +151,17 @@ pub trait Policy: Send {
         &[]
     }
 
+    /// Whether the policy keeps work conserving for `thread` and `core`: after its periodic
+    /// balance, and for the core of an idle call after that call, `core` does not idle while the
+    /// thread waits behind another on a core of its own although its user mask allows `core`
+    /// ([`crate::observe::idle_beside_waiting`]). Between two balances a thread that wakes on its
+    /// pinned, busy core may wait at most one rebalance period. The simulator asserts it in debug
+    /// builds. Default: no promise (a policy that restricts threads to a class or groups them on a
+    /// CPU by design says why in its module doc).
+    fn conserves_work_for(&self, _view: &View<'_>, _thread: ThreadId, _core: CoreId) -> bool {
+        false
+    }
+
     /// True for the baseline: the backend's own balancer does everything.
     fn is_baseline(&self) -> bool {
         false

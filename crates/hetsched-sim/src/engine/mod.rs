@@ -164,6 +164,9 @@ pub struct Simulation<'a> {
     l2_misses: Vec<f64>,
     last_completion_ns: u64,
     need_pick: Vec<CoreId>,
+    /// A work-conservation breach seen since the last periodic balance (debug builds): a second
+    /// one at the next balance is a broken promise.
+    conservation_breach: Option<(CoreId, ThreadId)>,
     /// A thread was queued behind another since the last idle sweep.
     queued_behind: bool,
     placements: Vec<Placement>,
@@ -241,6 +244,7 @@ impl<'a> Simulation<'a> {
             shared_l2s,
             last_completion_ns: 0,
             need_pick: Vec::new(),
+            conservation_breach: None,
             queued_behind: false,
             placements: Vec::new(),
             batch_by_df: false,
@@ -449,6 +453,7 @@ impl<'a> Simulation<'a> {
             if self.queues[c].is_empty() && !notified.contains(c) {
                 notified.insert(c);
                 self.with_policy(|p, view, out| p.on_core_idle(view, c, out));
+                self.check_conserving(Some(c));
             }
             if self.cores[c].current.is_none() {
                 if let Some(t) = self.pick_next(c) {
@@ -472,6 +477,7 @@ impl<'a> Simulation<'a> {
             let period = self.policy.rebalance_period_ns().max(self.cfg.quantum_ns);
             self.next_policy_ns = self.now.saturating_add(period);
             self.with_policy(|p, view, out| p.rebalance(view, out));
+            self.check_conserving(None);
         }
     }
 

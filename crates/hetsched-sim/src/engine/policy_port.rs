@@ -44,6 +44,43 @@ impl<'a> Simulation<'a> {
         self.page_moves = moves;
     }
 
+    /// Debug builds: the policy's work-conservation promise holds ([`Policy::conserves_work_for`]):
+    /// on core `only` after an idle call, on every core after a periodic balance. One decision may
+    /// leave a breach (a part of a combined policy placed threads the others did not see yet); the
+    /// next periodic balance must mend it, so a breach that outlives one balance period panics.
+    pub(super) fn check_conserving(&mut self, only: Option<hetsched_core::CoreId>) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let view = View {
+            now_ns: self.now,
+            topology: self.topo,
+            threads: self.obs.as_slice(),
+            cores: self.core_obs.as_slice(),
+        };
+        // A core a placement of this decision emptied gets its own idle call next.
+        let pending: hetsched_core::CpuSet = self.need_pick.iter().copied().collect();
+        let policy = &self.policy;
+        let breach = hetsched_core::observe::idle_beside_waiting(&view, only, |t, c| {
+            policy.conserves_work_for(&view, t, c)
+        })
+        .filter(|(c, _)| !pending.contains(*c));
+        match (breach, self.conservation_breach) {
+            (Some((core, t)), Some(_)) if only.is_none() => panic!(
+                "{}: core {} idles at {} ns while thread {} waits on core {:?}, one balance \
+                 period after an earlier breach",
+                self.policy.name(),
+                core.0,
+                self.now,
+                t.0,
+                self.obs[t].cpu.map(|c| c.0)
+            ),
+            (Some(b), _) => self.conservation_breach = Some(b),
+            (None, _) if only.is_none() => self.conservation_breach = None,
+            (None, _) => {}
+        }
+    }
+
     /// A thread moved to another data fragment: the application's hint (Pinter section 4.1: the
     /// current and next DF, "whenever it changes DFs"), answered by the policy at once.
     pub(super) fn hint_fragment_change(&mut self, t: ThreadId, before: Option<u64>) {

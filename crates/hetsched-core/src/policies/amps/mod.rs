@@ -32,10 +32,31 @@
 //!    to be served after a barrier pulled threads away from their memory on NUMA machines.
 //! 5. **NUMA-aware migration** (section 2.4): a running thread moves only if the NUMA policy allows
 //!    it ([`numa`]: `always`, `same-node`, `rss`).
+//! 6. **Throughput first** (ours; the paper is silent, its kernel host was not). A core delivers
+//!    its speed `F` while it has a thread and nothing while idle, however many threads share it;
+//!    so a move from a core of `n_s` threads to one of `n_d` changes the machine's throughput by
+//!    `[n_d = 0]·F_d − [n_s = 1]·F_s` ([`throughput_gain`]), and nothing else does. Moves that
+//!    raise it always happen: every idle core pulls a thread waiting elsewhere that may run on it,
+//!    from the nearest core first and across nodes too unless section 2.4.2's overhead
+//!    prediction calls the move costly (a thread pinned far from its memory for good loses more
+//!    than the wait; `always` skips the prediction), else a thread running alone on a slower core of its node that the scaled load would
+//!    move (faster-core-first); a new thread starts on an idle core if it may. Moves that lower
+//!    it never happen: no thread leaves a core it runs alone on for a busy one. Between those,
+//!    rules 3 and 4 decide, which only share out the same throughput among threads. The paper's
+//!    scaled load counts a core `F` times faster as `F × S` slots, so with `F × S ≥ 2` it keeps
+//!    two threads on the fast core while a slow core idles, since the idle core's load after a
+//!    move (1) is not below the fast core's (`2/(F × S)`); raising the slow clock until
+//!    `F × S < 2` then flips the placement, a cliff in throughput. The paper's Linux host hid
+//!    this: its new-idle balance pulled a waiting thread to an idle core whatever AMPS's loads
+//!    said. Per-thread progress agrees with the rule wherever it moves anything: the thread
+//!    that moves to an idle core gets that core's whole speed, and those it leaves share theirs
+//!    among fewer.
 //!
 //! Balancing runs at every timer interrupt (section 3: "At each timer interrupt, Linux checks if
 //! load balancing is necessary"), [`AMPS_BALANCE_PERIOD_NS`], and when a core goes idle
-//! (`load_balance_newidle`). Each step strictly lowers `Σ_c Σ_{k≤n_c} k/P_c`, so a balance ends.
+//! (`load_balance_newidle`). Each move of rule 6 raises the summed speed of the busy cores, and
+//! each other move keeps the busy cores and strictly lowers `Σ_c Σ_{k≤n_c} k/P_c`, so a balance
+//! ends.
 
 pub mod numa;
 
@@ -102,16 +123,29 @@ pub fn is_balanced(loads: impl IntoIterator<Item = f64>) -> bool {
     hi <= lo || hi - lo <= 1.0 + LOAD_EPS
 }
 
-/// The core a new thread starts on (section 2.3.2, rule 3 of the module doc): least new scaled load
-/// among `allowed`; ties to the faster core while the new load is below 1, to the slower one after;
-/// then the lower id.
+/// The change in the machine's instruction throughput, in units of the slowest core's speed, when
+/// one thread moves from a core of `n_src` runnable threads and speed `f_src` to a core of `n_dst`
+/// and speed `f_dst` (rule 6 of the module doc): a core delivers its speed while it has a thread
+/// and nothing while idle, however many threads share it, so only a core that starts or stops
+/// being busy changes the total.
+pub fn throughput_gain(n_src: u32, f_src: f64, n_dst: u32, f_dst: f64) -> f64 {
+    let gained = if n_dst == 0 { f_dst } else { 0.0 };
+    let lost = if n_src == 1 { f_src } else { 0.0 };
+    gained - lost
+}
+
+/// The core a new thread starts on (section 2.3.2, rules 3 and 6 of the module doc): an idle core
+/// if `allowed` has one (an idle core adds its speed to the machine's throughput, a busy one adds
+/// nothing); among those, or among busy cores when none idles, least new scaled load; ties to the
+/// faster core while the new load is below 1, to the slower one after; then the lower id.
 pub fn initial_core(
     allowed: &CpuSet,
     runnable: impl Fn(CoreId) -> u32,
     power: impl Fn(CoreId) -> f64,
 ) -> Option<CoreId> {
+    let any_idle = allowed.iter().any(|c| runnable(c) == 0);
     let mut best: Option<(f64, f64, CoreId)> = None;
-    for c in allowed.iter() {
+    for c in allowed.iter().filter(|&c| !any_idle || runnable(c) == 0) {
         let p = power(c);
         let l = scaled_load(runnable(c) + 1, p);
         let better = match best {
@@ -139,6 +173,8 @@ pub fn initial_core(
 #[derive(Clone, Debug)]
 struct Machine {
     power: Vec<f64>,
+    /// Relative speed `F` of each core (1 for the slowest).
+    speed: Vec<f64>,
     numa: NumaMode,
     llc: Vec<Option<LlcId>>,
     node: Vec<NodeId>,
@@ -148,6 +184,11 @@ struct Machine {
 }
 
 impl Machine {
+    /// A move from `s` to `d` does not lower the machine's throughput (rule 6).
+    fn keeps_throughput(&self, runnable: &[u32], s: usize, d: usize) -> bool {
+        throughput_gain(runnable[s], self.speed[s], runnable[d], self.speed[d]) >= -LOAD_EPS
+    }
+
     /// How far apart two cores are for a migration, in the order of Linux's scheduling domains:
     /// 0 sharing an LLC, 1 in one node, 2 across nodes.
     fn distance(&self, a: usize, b: usize) -> u8 {
@@ -253,6 +294,58 @@ impl Scratch {
         ok.then_some((t, true))
     }
 
+    /// The thread idle core `d` pulls (rule 6): from the nearest core with a thread waiting that
+    /// may run on `d` (any node: an idle core beside a waiting thread is lost throughput), the
+    /// busiest (then slower) first among equally near ones; failing that, a thread running alone
+    /// on a slower core of `d`'s node that AMPS's scaled load would move (faster-core-first).
+    /// Returns the source, the thread and whether it was running.
+    fn pull_into_idle(
+        &self,
+        machine: &Machine,
+        view: &View<'_>,
+        alloc: &[AllocationPhase],
+        candidates: &mut Vec<(u8, CoreKey)>,
+        d: usize,
+    ) -> Option<(usize, ThreadId, bool)> {
+        let power = &machine.power[..];
+        let dst = CoreId(d as u32);
+        candidates.clear();
+        candidates.extend(
+            (0..power.len())
+                .filter(|&s| s != d && self.runnable[s] >= 2)
+                .map(|s| (machine.distance(s, d), self.key(power, s))),
+        );
+        candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        if let Some(found) = candidates.iter().find_map(|&(near, k)| {
+            let s = k.2 as usize;
+            self.movable(view, machine.numa, alloc, s, dst)
+                .filter(|&(t, _)| {
+                    near < ACROSS_NODES || !costly_across_nodes(machine.numa, view, t, s, d)
+                })
+                .map(|(t, r)| (s, t, r))
+        }) {
+            return Some(found);
+        }
+        let after = scaled_load(1, power[d]);
+        candidates.clear();
+        candidates.extend((0..power.len()).filter_map(|s| {
+            let near = machine.distance(s, d);
+            let faster = machine.speed[d] > machine.speed[s] + LOAD_EPS;
+            (s != d
+                && self.runnable[s] == 1
+                && faster
+                && near < ACROSS_NODES
+                && improves(after, self.load(power, s)))
+            .then(|| (near, self.key(power, s)))
+        }));
+        candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        candidates.iter().find_map(|&(_, k)| {
+            let s = k.2 as usize;
+            self.movable(view, machine.numa, alloc, s, dst)
+                .map(|(t, r)| (s, t, r))
+        })
+    }
+
     /// Record the move of `t` from `s` to `d` and re-key both cores in `order`.
     fn apply_keyed(
         &mut self,
@@ -312,6 +405,11 @@ impl Amps {
                     .iter()
                     .map(|c| topology.scaled_power(c.id, self.config.scaling))
                     .collect(),
+                speed: topology
+                    .cores()
+                    .iter()
+                    .map(|c| topology.relative_speed(c.id))
+                    .collect(),
                 numa: self
                     .config
                     .numa
@@ -366,17 +464,67 @@ impl Amps {
         let max_moves = view.threads.len() + n;
         let mut moves = 0;
         let mut candidates: Vec<(u8, CoreKey)> = Vec::new();
+        // Idle cores first (rule 6): each pulls a waiting thread, or a running one it would run
+        // faster; on a new-idle call only the core that went idle.
+        let mut idle: Vec<usize> = Vec::new();
+        let mut fill = |sc: &mut Scratch,
+                        order: &mut BTreeSet<CoreKey>,
+                        after_order: &mut BTreeSet<(u64, u32)>,
+                        moves: &mut usize,
+                        candidates: &mut Vec<(u8, CoreKey)>,
+                        out: &mut Vec<Placement>| {
+            idle.clear();
+            match only {
+                Some(d) => idle.push(d.index()),
+                None => idle.extend((0..n).filter(|&c| sc.runnable[c] == 0)),
+            }
+            // The fastest idle core pulls first.
+            idle.sort_by(|&a, &b| power[b].total_cmp(&power[a]).then(a.cmp(&b)));
+            for &d in &idle {
+                if sc.runnable[d] != 0 || *moves >= max_moves {
+                    continue;
+                }
+                let Some((s, t, was_running)) =
+                    sc.pull_into_idle(machine, view, &self.alloc, candidates, d)
+                else {
+                    continue;
+                };
+                if only.is_none() {
+                    for c in [s, d] {
+                        after_order.remove(&after_key(&sc.runnable, power, c));
+                    }
+                }
+                sc.apply_keyed(order, power, t, was_running, s, d);
+                if only.is_none() {
+                    for c in [s, d] {
+                        after_order.insert(after_key(&sc.runnable, power, c));
+                    }
+                }
+                out.push(Placement::pin(t, CoreId(d as u32)));
+                *moves += 1;
+            }
+        };
+        fill(
+            sc,
+            &mut order,
+            &mut after_order,
+            &mut moves,
+            &mut candidates,
+            out,
+        );
         'balance: while moves < max_moves {
             if let Some(d) = only {
-                // New-idle balance: `d` pulls from the nearest source it would relieve, the
-                // busiest (then slower) first among equally near ones.
+                // New-idle balance, once the core runs a thread: `d` pulls from the nearest source
+                // it would relieve, the busiest (then slower) first among equally near ones, if
+                // the move does not leave the source idle (rule 6).
                 let d = d.index();
                 let after = scaled_load(sc.runnable[d] + 1, power[d]);
                 candidates.clear();
                 candidates.extend(order.iter().filter_map(|&k| {
                     let s = k.2 as usize;
                     let near = machine.distance(s, d);
-                    (s != d && near < ACROSS_NODES && improves(after, sc.load(power, s)))
+                    let keeps = machine.keeps_throughput(&sc.runnable, s, d);
+                    (s != d && near < ACROSS_NODES && keeps && improves(after, sc.load(power, s)))
                         .then_some((near, k))
                 }));
                 // Nearest first; within a distance, the greatest key (busiest, slower) first.
@@ -414,7 +562,10 @@ impl Amps {
                 // Nearest class first; within a class the order set's ascending keys are the least
                 // loaded (then faster) cores, so the first that takes the thread is the one.
                 let try_dest = |d: usize, near: u8| {
-                    if d == s || machine.distance(s, d) != near {
+                    if d == s
+                        || machine.distance(s, d) != near
+                        || !machine.keeps_throughput(&sc.runnable, s, d)
+                    {
                         return None;
                     }
                     let after = scaled_load(sc.runnable[d] + 1, power[d]);
@@ -473,7 +624,30 @@ impl Amps {
             out.push(Placement::pin(t, dst));
             moves += 1;
         }
+        if only.is_none() {
+            fill(
+                sc,
+                &mut order,
+                &mut after_order,
+                &mut moves,
+                &mut candidates,
+                out,
+            );
+        }
     }
+}
+
+/// A pull of `t` from core `s` to core `d` in another node that AMPS's overhead prediction
+/// (section 2.4.2) calls costly: its largest resident set is on `s`'s node and exceeds `d`'s LLC.
+/// Under `always` nothing is.
+fn costly_across_nodes(numa: NumaMode, view: &View<'_>, t: ThreadId, s: usize, d: usize) -> bool {
+    numa != NumaMode::Always
+        && numa::high_overhead(
+            view.topology,
+            &view.thread(t).resident_bytes,
+            CoreId(s as u32),
+            CoreId(d as u32),
+        )
 }
 
 /// Order key of a core by the scaled load it would have with one more thread.
@@ -516,9 +690,22 @@ impl Policy for Amps {
         *self.alloc_state(thread) = AllocationPhase::default();
         self.ensure_machine(view.topology);
         let power = &self.machine.as_ref()?.power;
+        // A thread that already runs or waits somewhere (it joins from another policy's care)
+        // leaves its core: that core counts without it.
+        let obs = view.thread(thread);
+        let here = obs
+            .cpu
+            .filter(|_| matches!(obs.state, ThreadState::Running | ThreadState::Runnable));
         initial_core(
-            &view.thread(thread).user_allowed,
-            |c| view.core(c).runnable,
+            &obs.user_allowed,
+            |c| {
+                let n = view.core(c).runnable;
+                if Some(c) == here {
+                    n.saturating_sub(1)
+                } else {
+                    n
+                }
+            },
             |c| power[c.index()],
         )
         .map(CpuSet::single)
@@ -526,6 +713,18 @@ impl Policy for Amps {
 
     fn on_core_idle(&mut self, view: &View<'_>, core: CoreId, out: &mut Vec<Placement>) {
         self.balance(view, Some(core), out);
+    }
+
+    /// Every thread, but across nodes only where the overhead prediction allows (rule 6).
+    fn conserves_work_for(&self, view: &View<'_>, thread: ThreadId, core: CoreId) -> bool {
+        let Some(m) = self.machine.as_ref() else {
+            return true;
+        };
+        let Some(src) = view.thread(thread).cpu else {
+            return true;
+        };
+        m.distance(src.index(), core.index()) < ACROSS_NODES
+            || !costly_across_nodes(m.numa, view, thread, src.index(), core.index())
     }
 }
 

@@ -188,9 +188,12 @@ fn scaled_load_and_balance_follow_figure_1() {
 }
 
 #[test]
-fn initial_placement_walks_figure_2b() {
-    // Figure 2(b): a P = 4 core and three P = 1 cores, all idle; new threads go to the fast core
-    // until there are three on it, and the fourth to a slow core.
+fn initial_placement_fills_idle_cores_before_sharing_the_fast_one() {
+    // Figure 2(b)'s machine: a P = 4 core and three P = 1 cores, all idle. The paper puts three
+    // threads on the fast core before a slow one gets any; rule 6 (an idle core adds its speed to
+    // the machine's throughput, a shared one adds nothing) gives the fast core the first thread and
+    // each idle slow core the next ones. With every core busy, the least new scaled load decides
+    // again: the fifth thread's 2/4 on the fast core against 2/1 on a slow one.
     let mut s = State::new(smp("0", "1-3", 4.0));
     let mut amps = amps_s1();
     let mut placed = Vec::new();
@@ -206,9 +209,7 @@ fn initial_placement_walks_figure_2b() {
         placed.push(core.0);
         s.apply(&[Placement::pin(id, core)]);
     }
-    assert_eq!(&placed[..4], &[0, 0, 0, 1], "Figure 2(b)");
-    // The fifth: new load 5/4 on the fast core against 1/1 on an idle slow core.
-    assert_eq!(placed[4], 2);
+    assert_eq!(placed, vec![0, 1, 2, 3, 0]);
 }
 
 #[test]
@@ -222,19 +223,55 @@ fn initial_placement_respects_the_users_mask() {
 }
 
 #[test]
-fn faster_core_first_moves_running_threads_to_an_idle_fast_core_figure_2a() {
-    // Figure 2(a): the P = 4 core idles while three slow cores run one thread each. The system is
-    // balanced (Lmax - Lmin = 1), yet all three threads move to the fast core (L = 3/4 < 1), and
-    // no thread moves back (1/1 on a slow core would exceed 3/4).
+fn faster_core_first_moves_one_running_thread_to_an_idle_fast_core_figure_2a() {
+    // Figure 2(a): the P = 4 core idles while three slow cores run one thread each. One thread
+    // moves to the fast core (faster-core-first). The paper moves all three (L = 3/4 < 1); rule 6
+    // forbids the second and third moves, which would idle a slow core to time-share the fast one
+    // and lower the machine's throughput from 4 + 1 + 1 to 4 + 1.
     let mut s = State::new(smp("0", "1-3", 4.0));
     for c in 1..=3 {
         s.add(c);
     }
     let mut amps = amps_s1();
     let out = s.rebalance(&mut amps);
-    assert_eq!(out.len(), 3);
-    assert_eq!(s.per_core(), vec![3, 0, 0, 0]);
-    assert!(s.rebalance(&mut amps).is_empty(), "stable after the moves");
+    assert_eq!(out.len(), 1);
+    assert_eq!(s.per_core()[0], 1);
+    assert_eq!(s.per_core().iter().filter(|&&n| n == 1).count(), 3);
+    assert!(s.rebalance(&mut amps).is_empty(), "stable after the move");
+}
+
+#[test]
+fn an_idle_slow_core_pulls_a_thread_waiting_on_the_fast_core() {
+    // One fast core at 2.5x (P = 2.125) with two threads, a slow core idle: the scaled loads are
+    // balanced (2/2.125 against 0) and the idle core's load after a move (1) is not below the fast
+    // core's (0.94), so the paper's rule moves nothing; rule 6 does, in a periodic balance and on
+    // the idle core's own call.
+    for idle_call in [false, true] {
+        let mut s = State::new(smp("0", "1", 2.5));
+        s.add(0);
+        s.add(0);
+        let mut amps = Amps::new(AmpsConfig::default());
+        let out = if idle_call {
+            let cores = s.cores();
+            let mut out = Vec::new();
+            amps.on_core_idle(&s.view(&cores), CoreId(1), &mut out);
+            s.apply(&out);
+            out
+        } else {
+            s.rebalance(&mut amps)
+        };
+        assert_eq!(out.len(), 1, "idle call: {idle_call}");
+        assert_eq!(s.per_core(), vec![1, 1]);
+        assert!(s.rebalance(&mut amps).is_empty(), "stable after the move");
+    }
+}
+
+#[test]
+fn throughput_gain_counts_cores_that_start_or_stop_being_busy() {
+    assert_eq!(throughput_gain(2, 2.5, 0, 1.0), 1.0);
+    assert_eq!(throughput_gain(1, 1.0, 1, 2.5), -1.0);
+    assert_eq!(throughput_gain(1, 1.0, 0, 2.5), 1.5);
+    assert_eq!(throughput_gain(3, 1.0, 2, 2.5), 0.0);
 }
 
 #[test]

@@ -179,7 +179,7 @@ impl Benefit {
             let dwelt = x.core == Some(c) && view.now_ns >= x.since_ns + MIN_DWELL_NS;
             (pinned && runs && dwelt && owned(t)).then_some((x.estimate?, c))
         };
-        let mut candidates: Vec<(f64, CoreId, ThreadId)> = view
+        let candidates: Vec<(f64, CoreId, ThreadId)> = view
             .threads
             .iter()
             .filter_map(|t| settled(t).map(|(b, c)| (b, c, t.id)))
@@ -187,19 +187,47 @@ impl Benefit {
         if candidates.len() < 2 {
             return;
         }
-        let top = candidates.iter().map(|x| speed(x.1)).fold(0.0, f64::max);
-        // Threads on the fastest cores, least gain first; threads on slower cores, most gain first.
+        // Every class against every slower one, fastest class first: at each class's speed, its
+        // threads of least gain first against the threads on slower cores of most gain first. A
+        // thread swaps at most once a round (its dwell time starts again).
+        let mut levels: Vec<f64> = candidates.iter().map(|x| speed(x.1)).collect();
+        levels.sort_by(|a, b| b.total_cmp(a));
+        levels.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
+        let mut swapped: Vec<ThreadId> = Vec::new();
         let mut on_fast: Vec<(f64, CoreId, ThreadId)> = Vec::new();
-        candidates.retain(|&x| {
-            let fast = (speed(x.1) - top).abs() < 1e-9;
-            if fast {
-                on_fast.push(x);
+        let mut slower: Vec<(f64, CoreId, ThreadId)> = Vec::new();
+        for &level in levels.iter().take(levels.len().saturating_sub(1)) {
+            on_fast.clear();
+            slower.clear();
+            for &x in candidates.iter().filter(|x| !swapped.contains(&x.2)) {
+                let s = speed(x.1);
+                if (s - level).abs() < 1e-9 {
+                    on_fast.push(x);
+                } else if s < level {
+                    slower.push(x);
+                }
             }
-            !fast
-        });
-        on_fast.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
-        candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)));
-        for (&(bf, cf, tf), &(bs, cs, ts)) in on_fast.iter().zip(&candidates) {
+            on_fast.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
+            slower.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)));
+            self.swap_pairs(view, &alone, &on_fast, &slower, &mut swapped, out, pages);
+        }
+    }
+
+    /// Swap the threads of `on_fast` (least gain first) with those of `slower` (most gain first)
+    /// pairwise while the slower one gains more by [`SWAP_MARGIN`] (module doc).
+    #[allow(clippy::too_many_arguments)]
+    fn swap_pairs(
+        &mut self,
+        view: &View<'_>,
+        alone: &impl Fn(&ThreadObs) -> bool,
+        on_fast: &[(f64, CoreId, ThreadId)],
+        slower: &[(f64, CoreId, ThreadId)],
+        swapped: &mut Vec<ThreadId>,
+        out: &mut Vec<Placement>,
+        pages: &mut Vec<PageMove>,
+    ) {
+        let topo = view.topology;
+        for (&(bf, cf, tf), &(bs, cs, ts)) in on_fast.iter().zip(slower) {
             if bs <= bf * (1.0 + SWAP_MARGIN) {
                 break;
             }
@@ -235,6 +263,7 @@ impl Benefit {
                 x.core = Some(c);
                 x.since_ns = view.now_ns;
             }
+            swapped.extend([tf, ts]);
         }
     }
 

@@ -520,6 +520,12 @@ impl Policy for Hetsched {
         }
     }
 
+    /// The AMPS part's threads: the other parts restrict threads by design (whole processes to
+    /// one side, a data fragment's threads in succession on one CPU, FPU groups).
+    fn conserves_work_for(&self, view: &View<'_>, thread: ThreadId, core: CoreId) -> bool {
+        self.part_of(thread) == Some(Part::Amps) && self.amps.conserves_work_for(view, thread, core)
+    }
+
     fn take_page_moves(&mut self, out: &mut Vec<PageMove>) {
         self.processes.take_page_moves(out);
         out.append(&mut self.page_moves);
