@@ -386,7 +386,11 @@ impl Profiler {
                 // The set-indexed model sees every reference.
                 let (data, kept) = note_data(refs, noted_addr, noted_size, |_, _| true);
                 let mut line_refs = 0;
-                for (&addr, &size) in noted_addr[..kept].iter().zip(&noted_size[..kept]) {
+                let addrs = &noted_addr[..kept];
+                for (i, (&addr, &size)) in addrs.iter().zip(&noted_size[..kept]).enumerate() {
+                    if let Some(&ahead) = addrs.get(i + LOOKAHEAD) {
+                        self.sets.prefetch(ahead >> shift);
+                    }
                     let (first, last) = lines(addr, size, shift);
                     line_refs += last - first + 1;
                     for line in first..=last {

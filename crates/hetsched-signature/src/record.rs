@@ -24,6 +24,9 @@ impl Drop for Recording {
     }
 }
 
+/// The FIFO's buffer, bytes: 1 MiB, the default of /proc/sys/fs/pipe-max-size (pipe(7)).
+const PIPE_BYTES: libc::c_int = 1 << 20;
+
 /// Whether `valgrind` is on the PATH.
 pub fn valgrind_path() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -86,6 +89,14 @@ pub fn start(cmd: &[String], stdout: Stdio) -> Result<Recording, TraceError> {
             }
         }
     };
+    // A FIFO buffers 64 KiB by default (pipe(7)): valgrind, writing its log in small pieces, then
+    // waits on every read of ours. A larger buffer lets both run on; failure to grow it (a limit
+    // in /proc/sys/fs/pipe-max-size) changes only the speed.
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: fcntl on a descriptor we own, with an integer argument.
+        unsafe { libc::fcntl(trace.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES) };
+    }
     Ok(Recording { child, trace, dir })
 }
 
