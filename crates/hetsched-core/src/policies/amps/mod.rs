@@ -28,7 +28,7 @@
 //!    (cheaper, section 2.3.3). Across nodes the kernel balances only periodically and only past
 //!    its node-level imbalance threshold (`imbalance_pct = 125`; the node domain does not balance
 //!    on new-idle), so an idle core pulls only within its node and a periodic move across nodes
-//!    needs `n_s/P_s > 1.25 × (n_d+1)/P_d` ([`NODE_IMBALANCE`]). Without this, the first idle core
+//!    needs `n_s/P_s > 1.25 × n_d/P_d` and `n_s/P_s > (n_d+1)/P_d` ([`NODE_IMBALANCE`]). Without this, the first idle core
 //!    to be served after a barrier pulled threads away from their memory on NUMA machines.
 //! 5. **NUMA-aware migration** (section 2.4): a running thread moves only if the NUMA policy allows
 //!    it ([`numa`]: `always`, `same-node`, `rss`).
@@ -82,7 +82,8 @@ pub const AMPS_BALANCE_PERIOD_NS: u64 = 4_000_000;
 const ACROSS_NODES: u8 = 2;
 
 /// A move across nodes needs the source's scaled load above this factor times the destination's
-/// after the move: the imbalance threshold of Linux 2.6's node-level scheduling domain
+/// present load (and above its load after the move): the imbalance threshold of Linux 2.6's
+/// node-level scheduling domain
 /// (`imbalance_pct = 125` in `SD_NODE_INIT`), which the paper's kernel balanced with.
 const NODE_IMBALANCE: f64 = 1.25;
 
@@ -569,8 +570,11 @@ impl Amps {
                         return None;
                     }
                     let after = scaled_load(sc.runnable[d] + 1, power[d]);
+                    // Across nodes the source must also exceed the destination's present load
+                    // by the node domain's threshold (`find_busiest_group` compares the busiest
+                    // group with the local group's load as it is, not after the pull).
                     let needed = if near == ACROSS_NODES {
-                        after * NODE_IMBALANCE
+                        after.max(scaled_load(sc.runnable[d], power[d]) * NODE_IMBALANCE)
                     } else {
                         after
                     };
