@@ -545,6 +545,7 @@ pub fn gantt_svg(run: &GanttRun<'_>, app_colors: &[RGBColor], end_s: f64) -> Str
             chart
                 .configure_mesh()
                 .disable_y_mesh()
+                .light_line_style(WHITE)
                 .x_desc("simulated time, s")
                 .y_label_formatter(&core_name)
                 .label_style((FONT, 13))

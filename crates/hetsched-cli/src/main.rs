@@ -12,6 +12,7 @@ mod reproduce;
 mod signature;
 mod simulate;
 mod topo;
+mod validate;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -54,6 +55,9 @@ enum Command {
     /// Say what this machine and these privileges give the live backend, and what each missing
     /// piece disables.
     Doctor(live::DoctorArgs),
+    /// Check the simulator against this machine: programs run live (as the machine is, and with a
+    /// CPU made slow by emulation) beside their simulated twins (root).
+    Validate(validate::ValidateArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions(CompletionsArgs),
     /// Print the man page (roff) on stdout.
@@ -95,7 +99,8 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
-    // The exit status of a program `run` or `emulate` launched, passed through.
+    // The exit status of a program `run`, `emulate` or `signature --record` launched, passed
+    // through.
     let mut status = 0u8;
     let result = match cli.command {
         Some(Command::Topo(args)) => topo::run_topo(&args),
@@ -104,12 +109,13 @@ fn main() -> ExitCode {
         Some(Command::Workloads(args)) => simulate::run_workloads(&args),
         Some(Command::Policies(args)) => policies::run_policies(&args),
         Some(Command::Reproduce(args)) => reproduce::run_reproduce(&args),
-        Some(Command::Signature(args)) => signature::run_signature(&args),
+        Some(Command::Signature(args)) => signature::run_signature(&args).map(|code| status = code),
         Some(Command::Run(args)) => live::run_run(&args).map(|code| status = code),
         Some(Command::Emulate(args)) => live::run_emulate(&args).map(|code| status = code),
         Some(Command::Daemon(args)) => live::run_daemon(&args),
         Some(Command::Stats(args)) => live::run_stats(&args),
         Some(Command::Doctor(args)) => live::run_doctor(&args),
+        Some(Command::Validate(args)) => validate::run_validate(&args),
         Some(Command::Completions(args)) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut cmd, "hetsched", &mut std::io::stdout());

@@ -124,14 +124,14 @@ pub fn run_reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
         bar.finish_and_clear();
         done.push(e);
     }
+    let doc = ReproduceJson {
+        provenance: Provenance::new([]),
+        experiments: &done,
+    };
     if let Some(dir) = &args.out {
-        write_out(dir, &done, &report(&done))?;
+        write_out(dir, &doc, &report(&done))?;
     }
     if args.json {
-        let doc = ReproduceJson {
-            provenance: Provenance::new([]),
-            experiments: &done,
-        };
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else if args.csv {
         write_csv(&done, std::io::stdout().lock())?;

@@ -8,9 +8,11 @@ use hetsched_core::Signature;
 use hetsched_signature::hsb::HsbWriter;
 use hetsched_signature::input::{open, open_reader, OpenTrace};
 use hetsched_signature::readers::{read_trace, read_trace_into, ReadStats};
-use hetsched_signature::{record, Format, ProfileConfig, Profiler, Sampling, TraceError};
+use hetsched_signature::{record, Format, ProfileConfig, Profiler, Sampling, SetModel, TraceError};
 use serde::Serialize;
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -22,7 +24,8 @@ pub struct SignatureArgs {
     /// Trace format: lackey, din or hsb (default: recognised from the content).
     #[arg(long)]
     format: Option<String>,
-    /// SHARDS sampling at this rate in (0, 1] (default: exact distances).
+    /// SHARDS sampling at this rate in [2^-24, 1] (default: exact distances); the rate used is
+    /// the nearest multiple of 2^-24 (reported as engine.sample_rate).
     #[arg(long)]
     sample_rate: Option<f64>,
     /// SHARDS sampling keeping at most this many cache lines (fixed size).
@@ -31,6 +34,12 @@ pub struct SignatureArgs {
     /// Cache line size, bytes (a power of two).
     #[arg(long, default_value_t = 64)]
     line: u32,
+    /// How set-associative misses are found: `indexed` (exact LRU per set, a line's set its
+    /// number modulo the number of sets) or `binomial` (an approximation from the fully
+    /// associative distances, lines assumed to fall into sets at random: cheaper, and wrong for
+    /// working sets about the cache's size).
+    #[arg(long, default_value = "indexed")]
+    set_model: String,
     /// One signature per this many instructions (phase signatures).
     #[arg(long)]
     window: Option<u64>,
@@ -46,14 +55,17 @@ pub struct SignatureArgs {
     /// Write the trace as hsb here instead of profiling it.
     #[arg(long)]
     convert: Option<PathBuf>,
-    /// Print one JSON document on stdout.
+    /// Print one JSON document on stdout (with --record, the program's standard output goes to
+    /// our standard error, so standard output is the document alone).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
     /// Print CSV on stdout: a header, then one row per associativity and cache size, for the whole
-    /// trace and then each window (docs/json.md).
+    /// trace and then each window (docs/json.md); with --record, the program's standard output
+    /// goes to our standard error.
     #[arg(long)]
     csv: bool,
-    /// Run the command after `--` under valgrind lackey and profile its trace as it is made.
+    /// Run the command after `--` under valgrind lackey and profile its trace as it is made; the
+    /// program's exit status is ours (after the signature is printed).
     #[arg(long)]
     record: bool,
     /// The command to record.
@@ -92,11 +104,28 @@ struct WindowJson {
 #[derive(Serialize)]
 struct EngineJson {
     wall_s: f64,
+    /// CPU time of the thread that read and profiled the trace.
+    cpu_s: f64,
+    /// Trace references per second of `cpu_s`: our engine's speed, whatever fed it.
     refs_per_s: f64,
+    /// With --record: valgrind's CPU time (the program's run under lackey), apart from ours.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    valgrind_cpu_s: Option<f64>,
+    /// With --record: the traced program's exit status (128 + signal when killed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    program_exit: Option<i32>,
     input_bytes: u64,
     input_mb_per_s: f64,
+    /// The rate used (a multiple of 2^-24 nearest the one asked for; 1 when exact).
     sample_rate: f64,
+    /// Distinct cache lines the fully associative engine held (the sample's, with SHARDS).
+    sampled_lines: u64,
+    /// Why the sampled `miss_ratio` is not to be trusted, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sample_warning: Option<String>,
     sampling: String,
+    /// `set-indexed` or `binomial approximation`.
+    set_model: &'static str,
     compression: String,
     format: String,
 }
@@ -133,7 +162,36 @@ fn open_hashed(path: &Path, format: Option<Format>) -> Result<(OpenTrace, InputH
     Ok((open_reader(Box::new(reader), format)?, hash))
 }
 
-pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
+/// The finest SHARDS rate: one hash value in 2^24 (`hetsched_signature::shards::MODULUS`).
+const MIN_SAMPLE_RATE: f64 = 1.0 / hetsched_signature::shards::MODULUS as f64;
+
+/// Fewer sampled lines than this and the sampled curve is flagged: a count estimated from `n`
+/// sampled lines has a relative standard error of about `1 / sqrt(n)` (binomial sampling), over
+/// 3% below 1,000.
+const MIN_SAMPLED_LINES: u64 = 1000;
+
+/// CPU time of the calling thread, seconds.
+fn thread_cpu_s() -> f64 {
+    // SAFETY: an all-zero timespec is valid, and clock_gettime writes into it.
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid clock id and a pointer to a timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// CPU time (user + system) of this process's waited-for children, seconds.
+fn children_cpu_s() -> f64 {
+    // SAFETY: an all-zero rusage is valid, and getrusage writes into it.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid `who` and a pointer to an rusage we own.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &raw mut u) };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    s(u.ru_utime) + s(u.ru_stime)
+}
+
+/// `signature`: prints the signature; the exit status to leave with (the recorded program's
+/// with --record, else 0).
+pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<u8> {
     let format = match &args.format {
         None => None,
         Some(f) => Some(
@@ -151,10 +209,24 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
         (Some(r), _) if !(r > 0.0 && r <= 1.0) => {
             return Err(bad_input(format!("--sample-rate: {r} is not in (0, 1]")))
         }
+        (Some(r), _) if r < MIN_SAMPLE_RATE => {
+            return Err(bad_input(format!(
+                "--sample-rate: {r} is below 2^-24 ({MIN_SAMPLE_RATE:.3e}), the finest rate SHARDS's 24-bit line hash can sample"
+            )))
+        }
         (Some(r), _) => Sampling::Rate(r),
         (None, Some(0)) => return Err(bad_input("--sample-size: must be at least 1")),
         (None, Some(n)) => Sampling::Size(n),
         (None, None) => Sampling::Exact,
+    };
+    let set_model = match args.set_model.as_str() {
+        "indexed" => SetModel::Indexed,
+        "binomial" => SetModel::Binomial,
+        other => {
+            return Err(bad_input(format!(
+                "--set-model: {other:?} is not indexed or binomial"
+            )))
+        }
     };
     if args.window == Some(0) {
         return Err(bad_input("--window: must be at least 1 instruction"));
@@ -169,7 +241,14 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
                 "--record takes the command after `--`, not a trace",
             ));
         }
-        let rec = record::start(&args.command).map_err(|e| anyhow::anyhow!("{e}"))?;
+        // A machine-readable standard output is ours alone: the program's goes to our stderr.
+        let program_stdout = if args.json || args.csv {
+            std::io::stderr().as_fd().try_clone_to_owned()?.into()
+        } else {
+            std::process::Stdio::inherit()
+        };
+        let rec =
+            record::start(&args.command, program_stdout).map_err(|e| anyhow::anyhow!("{e}"))?;
         let file = rec.trace.try_clone()?;
         recording = Some(rec);
         let opened = open_reader(Box::new(file), Some(Format::Lackey))
@@ -208,7 +287,7 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
     };
     let name = args.name.clone().unwrap_or(default_name);
     if let Some(out) = &args.convert {
-        return convert(opened, out, &source);
+        return convert(opened, out, &source).map(|()| 0);
     }
     let OpenTrace {
         reader,
@@ -221,23 +300,44 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
         window: args.window,
         include_instructions: args.include_instructions,
         name: name.clone(),
+        set_model,
     };
     let t0 = Instant::now();
+    let cpu0 = thread_cpu_s();
     let mut profiler = Profiler::new(cfg);
     let stats = read_trace_into(reader, format, &mut profiler);
+    let mut program_exit = None;
+    let mut valgrind_cpu_s = None;
     if let Some(mut rec) = recording {
+        let before = children_cpu_s();
         let status = rec.child.wait()?;
+        valgrind_cpu_s = Some(children_cpu_s() - before);
+        let code = status
+            .code()
+            .or_else(|| status.signal().map(|s| 128 + s))
+            .unwrap_or(1);
         if !status.success() && stats.is_err() {
             return Err(anyhow::anyhow!(
                 "valgrind exited with {status}; the trace: {}",
                 stats.err().map(|e| e.to_string()).unwrap_or_default()
             ));
         }
+        program_exit = Some(code);
     }
     let stats: ReadStats = stats.map_err(|e| trace_error(e, &source))?;
     let rate = profiler.sample_rate();
+    let sampled_lines = profiler.sampled_lines();
     let windows = profiler.finish();
+    let cpu_s = thread_cpu_s() - cpu0;
     let wall_s = t0.elapsed().as_secs_f64();
+    let sample_warning = (sampling != Sampling::Exact && sampled_lines < MIN_SAMPLED_LINES).then(|| {
+        format!(
+            "the sample held {sampled_lines} distinct lines (fewer than {MIN_SAMPLED_LINES}): the sampled miss_ratio is noise; use a higher --sample-rate (the set-associative cells are exact regardless)"
+        )
+    });
+    if let Some(w) = &sample_warning {
+        eprintln!("hetsched: warning: {w}");
+    }
     let instructions: u64 = windows.iter().map(|w| w.instructions).sum();
     if instructions == 0 {
         return Err(bad_input(format!(
@@ -271,15 +371,21 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
     }
     let engine = EngineJson {
         wall_s,
-        refs_per_s: stats.refs as f64 / wall_s.max(1e-9),
+        cpu_s,
+        refs_per_s: stats.refs as f64 / cpu_s.max(1e-9),
+        valgrind_cpu_s,
+        program_exit,
         input_bytes: stats.bytes,
         input_mb_per_s: stats.bytes as f64 / 1e6 / wall_s.max(1e-9),
         sample_rate: rate,
+        sampled_lines,
+        sample_warning,
         sampling: match sampling {
             Sampling::Exact => "exact".into(),
             Sampling::Rate(r) => format!("shards fixed rate {r}"),
             Sampling::Size(n) => format!("shards fixed size {n} lines"),
         },
+        set_model: set_model.name(),
         compression: compression.into(),
         format: format!("{format:?}").to_lowercase(),
     };
@@ -317,7 +423,7 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
             engine,
         };
         println!("{}", serde_json::to_string_pretty(&doc)?);
-        return Ok(());
+        return Ok(exit_status(program_exit));
     }
     if args.csv {
         let whole = (0, instructions, &signature);
@@ -331,12 +437,13 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
             args.line,
             std::io::stdout().lock(),
         )?;
-        return Ok(());
+        return Ok(exit_status(program_exit));
     }
     println!(
-        "{name}: {instructions} instructions, {} references ({} cache lines of {} B), {}",
-        stats.refs, line_refs, args.line, engine.sampling
+        "{name}: {instructions} instructions, {} references ({} cache lines of {} B), {}, {}",
+        stats.refs, line_refs, args.line, engine.sampling, engine.set_model
     );
+    println!("LLC misses per 4,096 instructions, by associativity (ways) and cache size:");
     print_table(&signature);
     for (w, s) in windows.iter().zip(&window_sigs) {
         println!(
@@ -346,13 +453,28 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<()> {
         print_table(s);
     }
     eprintln!(
-        "read {:.1} MB in {:.2} s: {:.1} M references/s, {:.0} MB/s",
+        "read {:.1} MB in {:.2} s: {:.1} M references/s of our CPU time ({:.2} s), {:.0} MB/s",
         stats.bytes as f64 / 1e6,
         wall_s,
         engine.refs_per_s / 1e6,
+        cpu_s,
         engine.input_mb_per_s
     );
-    Ok(())
+    if let Some(v) = valgrind_cpu_s {
+        eprintln!("valgrind (the program under lackey) took {v:.2} s of CPU time");
+    }
+    Ok(exit_status(program_exit))
+}
+
+/// Our exit status: the recorded program's (said on stderr when not 0), else 0.
+fn exit_status(program_exit: Option<i32>) -> u8 {
+    match program_exit {
+        Some(0) | None => 0,
+        Some(code) => {
+            eprintln!("hetsched: the recorded program exited with status {code}");
+            code.clamp(0, 255) as u8
+        }
+    }
 }
 
 /// The signatures of the trace `name` as CSV rows, given as (first instruction, instructions,
@@ -415,15 +537,15 @@ fn write_signature(path: &Path, s: &Signature) -> anyhow::Result<()> {
 
 fn size_label(b: u64) -> String {
     if b >= 1 << 20 {
-        format!("{}M", b >> 20)
+        format!("{}MiB", b >> 20)
     } else {
-        format!("{}K", b >> 10)
+        format!("{}KiB", b >> 10)
     }
 }
 
 /// The paper's table: associativity down, size across.
 fn print_table(s: &Signature) {
-    print!("{:>6}", "assoc");
+    print!("{:>6}", "ways");
     for &b in &s.sizes_bytes {
         print!("{:>8}", size_label(b));
     }

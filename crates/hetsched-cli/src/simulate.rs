@@ -466,11 +466,10 @@ pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
         workload: plan.workload.name.clone(),
         seed: plan.seeds[0],
         seeds: k,
-        speedup_basis: if finite {
-            "makespan ratio"
-        } else {
-            "geometric mean of per-app completion-time ratios"
-        },
+        speedup_basis: hetsched_sim::metrics::speedup_basis(
+            finite,
+            plan.workload.apps.iter().any(|a| a.restart),
+        ),
         kernel_baseline: plan.cfg.baseline.name,
         quantum_ms: plan.cfg.quantum_ns as f64 / 1e6,
         baseline: results[0].clone(),

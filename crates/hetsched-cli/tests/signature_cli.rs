@@ -177,7 +177,13 @@ fn a_lackey_trace_file_in_every_form() {
     let sig = dir.join("walk.toml");
     let (code, table, err) = hetsched(&["signature", t, "--out", sig.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    assert!(table.contains("assoc") && table.contains("16M"), "{table}");
+    assert!(
+        table.contains("ways")
+            && table.contains("16MiB")
+            && table.contains("16KiB")
+            && table.contains("misses per 4,096 instructions"),
+        "{table}"
+    );
     let parsed = hetsched_core::Signature::load(&sig).unwrap();
     assert_eq!(parsed.misses.len(), 4);
     // Phase windows.
@@ -348,4 +354,154 @@ fn signature_json_has_provenance_and_csv_has_the_same_cells() {
     let (code, _, err) = hetsched(&["signature", t, "--csv", "--json"]);
     assert_eq!(code, 2, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Run `hetsched ARGS`: (exit code, stderr, wall seconds, peak resident memory in bytes, from the
+/// child's own rusage).
+fn hetsched_measured(args: &[&str]) -> (i32, String, f64, u64) {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let err_path =
+        std::env::temp_dir().join(format!("hetsched-sig-{}-{run}.err", std::process::id()));
+    let t0 = std::time::Instant::now();
+    // Reaped by wait4 below, which gives its rusage as well (std's wait would not).
+    #[allow(clippy::zombie_processes)]
+    let child = Command::new(env!("CARGO_BIN_EXE_hetsched"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value, and wait4 writes the child's into it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pid is our child's, not yet waited for (std waits only when asked).
+    let pid = unsafe { libc::wait4(child.id() as i32, &raw mut status, 0, &raw mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    let wall = t0.elapsed().as_secs_f64();
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    std::fs::remove_file(&err_path).unwrap();
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    // ru_maxrss is in KiB on Linux (getrusage(2)).
+    (code, err, wall, usage.ru_maxrss as u64 * 1024)
+}
+
+/// Traces that claim enormous accesses fail at once with one line naming the record, in well
+/// under 2 s and 256 MiB: a 22-byte hsb whose one load claims 0xFFFFFFFF bytes (67 M lines), and a
+/// lackey trace of 20 loads of 999,999,999 bytes.
+#[test]
+fn traces_claiming_huge_accesses_fail_fast_in_little_memory() {
+    let dir = scratch("hostile");
+    let hsb = dir.join("huge.hsb");
+    // Header; a block of 1 record with 5 payload bytes; a load (kind 1) with a 1-byte delta
+    // (bits 2-4 = 0) and a u32 size (bits 5-7 = 7); the size; the delta.
+    let mut bytes = b"HSB\x01\0\0\0\0".to_vec();
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&5u32.to_le_bytes());
+    bytes.push(1 | 7 << 5);
+    bytes.extend_from_slice(&u32::MAX.to_le_bytes());
+    bytes.push(0x80);
+    assert_eq!(bytes.len(), 22);
+    std::fs::write(&hsb, &bytes).unwrap();
+    let lackey = dir.join("huge.lackey");
+    let mut text = String::from("I  04000000,3\n");
+    for i in 0..20 {
+        text += &format!(" L {:08x},999999999\n", 0x1000_0000u64 + i * 0x4000_0000);
+    }
+    std::fs::write(&lackey, &text).unwrap();
+    for (path, want) in [
+        (&hsb, "byte 17: a record of size 4294967295 (1..=65536)"),
+        (
+            &lackey,
+            "line 2: an access of 999999999 bytes (at most 65536)",
+        ),
+    ] {
+        for extra in [&[][..], &["--json"], &["--sample-rate", "0.01"]] {
+            let mut args = vec!["signature", path.to_str().unwrap()];
+            args.extend_from_slice(extra);
+            let (code, err, wall, peak) = hetsched_measured(&args);
+            assert_eq!(code, 2, "{args:?}: {err}");
+            assert!(err.contains(want), "{args:?}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+            assert!(wall < 2.0, "{args:?}: {wall:.2} s");
+            assert!(peak < 256 << 20, "{args:?}: peak {} MiB", peak >> 20);
+            eprintln!("{args:?}: {wall:.3} s, peak {} MiB", peak >> 20);
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--record` is a launcher: the program's exit status is ours, and with --json the program's
+/// standard output goes to our standard error, so standard output parses as JSON.
+#[test]
+fn record_passes_the_exit_status_through_and_keeps_json_apart() {
+    assert!(
+        Command::new("valgrind")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "valgrind is needed to test --record (.ci/run installs it)"
+    );
+    let (code, out, err) = hetsched(&[
+        "signature",
+        "--record",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo hello from the program; exit 7",
+    ]);
+    assert_eq!(code, 7, "{err}");
+    let v = json(&out);
+    assert_eq!(v["engine"]["program_exit"], 7);
+    assert!(err.contains("hello from the program"), "{err}");
+    // The whole of stdout is the document (the command line in it names the program's words).
+    assert!(
+        out.starts_with('{') && out.trim_end().ends_with('}'),
+        "{out}"
+    );
+    // Our engine's speed, valgrind's time apart.
+    let cpu = v["engine"]["cpu_s"].as_f64().unwrap();
+    let refs = v["refs"].as_f64().unwrap();
+    let rate = v["engine"]["refs_per_s"].as_f64().unwrap();
+    assert!(
+        (rate * cpu / refs - 1.0).abs() < 1e-9,
+        "{rate} {cpu} {refs}"
+    );
+    assert!(v["engine"]["valgrind_cpu_s"].as_f64().unwrap() > 0.0);
+    // Without --json the program's output stays on stdout; a status of 0 is 0.
+    let (code, out, err) = hetsched(&["signature", "--record", "--", "echo", "hello"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("hello\n"), "{out}");
+}
+
+/// A rate below 2^-24 is refused; a rate whose sample holds too few lines is flagged on stderr
+/// and in the JSON; the rate reported is the rate used.
+#[test]
+fn sample_rates_that_cannot_work_are_refused_or_flagged() {
+    let dir = scratch("rates");
+    let trace = dir.join("small.lackey");
+    synthetic_trace(&trace, 20_000);
+    let t = trace.to_str().unwrap();
+    let (code, _, err) = hetsched(&["signature", t, "--sample-rate", "1e-9"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--sample-rate: 0.000000001 is below 2^-24"),
+        "{err}"
+    );
+    let (code, out, err) = hetsched(&["signature", t, "--json", "--sample-rate", "1e-6"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("warning: the sample held"), "{err}");
+    let v = json(&out);
+    assert!(v["engine"]["sample_warning"].is_string(), "{out}");
+    // 1e-6 of 2^24 rounds to 17 hash values: the rate used.
+    assert_eq!(v["engine"]["sample_rate"], 17.0 / 16_777_216.0);
+    let (code, out, err) = hetsched(&["signature", t, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(json(&out)["engine"].get("sample_warning").is_none());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

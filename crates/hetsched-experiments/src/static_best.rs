@@ -199,6 +199,7 @@ pub fn fold_copies(workload: &Workload, run: &RunResult) -> RunResult {
                 completion_s: (!times.is_empty())
                     .then(|| times.iter().sum::<f64>() / times.len() as f64),
                 completions: times.len() as u64,
+                closed_loop: mine.iter().any(|a| a.closed_loop),
                 completion_times_s: times,
                 cpu_s_by_class: (0..classes)
                     .map(|k| mine.iter().map(|a| a.cpu_s_by_class[k]).sum())

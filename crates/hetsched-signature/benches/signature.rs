@@ -1,11 +1,12 @@
-//! Throughput of the readers and the stack-distance engines (issue: exact ≥ 20 M references/s,
-//! SHARDS at R = 0.01 ≥ 150 M references/s, the lackey reader ≥ 200 MB/s, from memory).
+//! Throughput of the readers and the stack-distance engines, each profile through to the whole
+//! signature (44 caches): exact or SHARDS at R = 0.01, set-indexed (the default) or with the
+//! binomial approximation (the fully associative engine alone); the lackey reader; from memory.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use hetsched_signature::hsb::HsbWriter;
 use hetsched_signature::readers::{read_trace, read_trace_into, RefSink};
 use hetsched_signature::synthetic::{trace, Mix};
-use hetsched_signature::{Format, Kind, ProfileConfig, Profiler, Ref, Sampling};
+use hetsched_signature::{Format, Kind, ProfileConfig, Profiler, Ref, Sampling, SetModel};
 use std::hint::black_box;
 
 const REFS: u64 = 2_000_000;
@@ -37,13 +38,16 @@ fn lackey_bytes() -> Vec<u8> {
     s.into_bytes()
 }
 
-fn profile(bytes: &[u8], sampling: Sampling) -> u64 {
+/// The whole signature of an hsb trace.
+fn profile(bytes: &[u8], sampling: Sampling, set_model: SetModel) -> u64 {
     let mut p = Profiler::new(ProfileConfig {
         sampling,
+        set_model,
         ..Default::default()
     });
     let stats = read_trace_into(bytes, Format::Hsb, &mut p).unwrap();
-    black_box(p.finish());
+    let w = p.finish();
+    black_box(w[0].signature("bench", 64));
     stats.refs
 }
 
@@ -79,12 +83,16 @@ fn benches(c: &mut Criterion) {
             black_box(sum.0)
         });
     });
-    g.bench_function("hsb exact", |b| b.iter(|| profile(&hsb, Sampling::Exact)));
-    g.bench_function("hsb shards 0.01", |b| {
-        b.iter(|| profile(&hsb, Sampling::Rate(0.01)));
-    });
-    g.bench_function("hsb shards 0.01 x86 instruction sizes", |b| {
-        b.iter(|| profile(&hsb_x86, Sampling::Rate(0.01)));
+    for (name, model) in [("", SetModel::Indexed), (" binomial", SetModel::Binomial)] {
+        g.bench_function(format!("hsb exact{name}"), |b| {
+            b.iter(|| profile(&hsb, Sampling::Exact, model));
+        });
+        g.bench_function(format!("hsb shards 0.01{name}"), |b| {
+            b.iter(|| profile(&hsb, Sampling::Rate(0.01), model));
+        });
+    }
+    g.bench_function("hsb shards 0.01 binomial x86 instruction sizes", |b| {
+        b.iter(|| profile(&hsb_x86, Sampling::Rate(0.01), SetModel::Binomial));
     });
     g.finish();
 }

@@ -1,5 +1,6 @@
 //! Stack-distance histograms and what follows from them: miss-ratio curves of fully associative
-//! LRU caches, set-associative misses by the binomial model, and the HASS signature matrix.
+//! LRU caches, misses of set-indexed LRU caches from per-set distances ([`crate::setassoc`]), the
+//! binomial model as an approximation of them, and the HASS signature matrix.
 //!
 //! Distances are binned exactly below 1024 lines and, above, into 64 bins an octave (1.6% wide),
 //! whose edges include every power of two: a fully associative cache of a power-of-two number of
@@ -42,12 +43,28 @@ pub fn bin_width(b: usize) -> u64 {
     bin_low(b + 1) - bin_low(b)
 }
 
+/// References of one number of sets by per-set stack distance, for the references at a global
+/// distance of at least 1 (those at 0 are `Histogram::set_repeats`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SetHits {
+    pub sets: u64,
+    /// `hits[p]`: references at per-set distance `p`, below the largest associativity asked.
+    pub hits: Vec<f64>,
+}
+
 /// A histogram of stack distances (in cache lines), weighted (sampling scales counts).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Histogram {
     pub bins: Vec<f64>,
     /// First references (infinite distance).
     pub cold: f64,
+    /// Line references the set-indexed model counted (every one, sampled engine or not).
+    pub set_refs: f64,
+    /// Of those, references to the line referenced just before: hits at every set count.
+    pub set_repeats: f64,
+    /// Per-set distances of set-indexed caches, one entry per number of sets (empty when the
+    /// set-indexed model did not run).
+    pub set_hits: Vec<SetHits>,
 }
 
 impl Histogram {
@@ -79,14 +96,50 @@ impl Histogram {
         for (a, b) in self.bins.iter_mut().zip(&other.bins) {
             *a += b;
         }
+        self.set_refs += other.set_refs;
+        self.set_repeats += other.set_repeats;
+        for o in &other.set_hits {
+            match self.set_hits.iter_mut().find(|s| s.sets == o.sets) {
+                Some(s) => {
+                    if s.hits.len() < o.hits.len() {
+                        s.hits.resize(o.hits.len(), 0.0);
+                    }
+                    for (a, b) in s.hits.iter_mut().zip(&o.hits) {
+                        *a += b;
+                    }
+                }
+                None => self.set_hits.push(o.clone()),
+            }
+        }
     }
 
-    /// Multiply every count by `f`.
+    /// Multiply every count of the fully associative distances by `f` (a sample's rate
+    /// changed); the set-indexed counts, never sampled, stay.
     pub fn scale(&mut self, f: f64) {
         self.cold *= f;
         for b in &mut self.bins {
             *b *= f;
         }
+    }
+
+    /// Misses of a set-indexed LRU cache of `sets` sets and `ways` ways (line number modulo
+    /// `sets`), from the per-set distances: every reference but repeats of the line just
+    /// referenced and those at per-set distance below `ways`. `None` when the set-indexed model
+    /// did not count this cache.
+    pub fn misses_set_indexed(&self, sets: u64, ways: u32) -> Option<f64> {
+        let s = self.set_hits.iter().find(|s| s.sets == sets)?;
+        if s.hits.len() < ways as usize {
+            return None;
+        }
+        let hits = self.set_repeats + s.hits[..ways as usize].iter().sum::<f64>();
+        Some((self.set_refs - hits).max(0.0))
+    }
+
+    /// Misses of an LRU cache of `sets` sets and `ways` ways: set-indexed when it was counted,
+    /// else by the binomial approximation.
+    pub fn misses(&self, sets: u64, ways: u32) -> f64 {
+        self.misses_set_indexed(sets, ways)
+            .unwrap_or_else(|| self.misses_set_associative(sets, ways))
     }
 
     /// Misses of a fully associative LRU cache of `lines` lines: references at distance ≥ lines,
@@ -107,7 +160,8 @@ impl Histogram {
     }
 
     /// Misses of an LRU cache of `sets` sets and `ways` ways with the binomial model (Smith 1978;
-    /// Hill and Smith 1989): a reference at stack distance `d` misses when at least `ways` of the
+    /// Hill and Smith 1989), an approximation: it assumes lines fall into sets at random, which
+    /// overstates the misses of a contiguous working set about the cache's size. A reference at stack distance `d` misses when at least `ways` of the
     /// `d` distinct lines since its last use map to its set, each independently with probability
     /// `1 / sets`: `P(X ≥ ways)`, `X ~ Binomial(d, 1/sets)`. A bin is evaluated at its middle.
     pub fn misses_set_associative(&self, sets: u64, ways: u32) -> f64 {
@@ -130,19 +184,16 @@ impl Histogram {
     }
 
     /// The HASS signature (section 3): misses per 4096 instructions for every size and
-    /// associativity of the grid, with `line_bytes` lines.
+    /// associativity of the grid, with `line_bytes` lines; set-indexed where counted (see
+    /// [`Histogram::misses`]).
     pub fn signature(&self, name: &str, instructions: u64, line_bytes: u32) -> Signature {
         let per = SIGNATURE_INSTRUCTIONS / instructions.max(1) as f64;
-        let misses = SIGNATURE_ASSOC
-            .iter()
-            .map(|&ways| {
-                SIGNATURE_SIZES
-                    .iter()
-                    .map(|&size| {
-                        let lines = (size / line_bytes as u64).max(1);
-                        let sets = (lines / ways as u64).max(1);
-                        self.misses_set_associative(sets, ways) * per
-                    })
+        let caches = crate::setassoc::grid_caches(line_bytes);
+        let misses = caches
+            .chunks(SIGNATURE_SIZES.len())
+            .map(|row| {
+                row.iter()
+                    .map(|&(sets, ways)| self.misses(sets, ways) * per)
                     .collect()
             })
             .collect();

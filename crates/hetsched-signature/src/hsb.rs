@@ -21,7 +21,7 @@
 //! after another) takes 2 bytes a reference; a lackey line takes about 15.
 
 use crate::readers::{ReadStats, RefSink};
-use crate::trace::{Kind, Ref, TraceError};
+use crate::trace::{Kind, Ref, TraceError, MAX_ACCESS_BYTES};
 use std::io::{Read, Write};
 
 pub const MAGIC: [u8; 4] = *b"HSB\x01";
@@ -213,7 +213,7 @@ pub fn read_records(
         let mut end = BlockEnd {
             prev,
             off: 0,
-            zero_size: false,
+            bad_size: false,
         };
         // Only a size held in the payload (codes 0 and 7) can be 0: a block without one is
         // decoded without looking for it (for a code, `tag + 32` wraps below 64 just for those).
@@ -227,8 +227,9 @@ pub fn read_records(
             (false, false) => sink.refs(Records::<false, false>::new(tags, data, &mut end)),
         }
         // Checked after the fact: a block whose records do not use its payload exactly, or with a
-        // record of size 0, fails (the consumer has seen its records).
-        if end.off != payload || end.zero_size {
+        // record of size 0 or above `MAX_ACCESS_BYTES`, fails (the consumer has seen its records,
+        // sizes clamped to the bound).
+        if end.off != payload || end.bad_size {
             let (at, msg) = first_error(tags, data, payload);
             return Err(TraceError::byte(payload_start + at as u64, msg));
         }
@@ -292,8 +293,16 @@ fn first_error(tags: &[u8], data: &[u8], payload: usize) -> (usize, String) {
         if off + size_bytes > payload {
             return (off, "a truncated record".into());
         }
-        if size_bytes > 0 && data[off..off + size_bytes].iter().all(|&b| b == 0) {
-            return (off, "a record of size 0".into());
+        if size_bytes > 0 {
+            let mut le = [0u8; 4];
+            le[..size_bytes].copy_from_slice(&data[off..off + size_bytes]);
+            let size = u32::from_le_bytes(le);
+            if size == 0 || size > MAX_ACCESS_BYTES {
+                return (
+                    off,
+                    format!("a record of size {size} (1..={MAX_ACCESS_BYTES})"),
+                );
+            }
         }
         off += size_bytes;
         let len = (((tag >> 2) & 7) + 1) as usize;
@@ -309,11 +318,11 @@ fn first_error(tags: &[u8], data: &[u8], payload: usize) -> (usize, String) {
 }
 
 /// What decoding a block leaves for the reader: the streams' last addresses, the payload bytes
-/// the records took, and whether a record had a size of 0.
+/// the records took, and whether a record had a size of 0 or above `MAX_ACCESS_BYTES`.
 struct BlockEnd {
     prev: [u64; 2],
     off: usize,
-    zero_size: bool,
+    bad_size: bool,
 }
 
 /// The records of one block, decoded as they are taken, without a bounds check: whatever its tags
@@ -331,7 +340,7 @@ pub struct Records<'a, const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: b
     off: usize,
     prev_instr: u64,
     prev_data: u64,
-    zero_size: bool,
+    bad_size: bool,
     end: &'a mut BlockEnd,
 }
 
@@ -346,7 +355,7 @@ impl<'a, const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool>
             off: 0,
             prev_instr: end.prev[0],
             prev_data: end.prev[1],
-            zero_size: false,
+            bad_size: false,
             end,
         }
     }
@@ -360,7 +369,7 @@ impl<const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool> Drop
         *self.end = BlockEnd {
             prev: [self.prev_instr, self.prev_data],
             off: self.off,
-            zero_size: self.zero_size,
+            bad_size: self.bad_size,
         };
     }
 }
@@ -375,7 +384,7 @@ impl<const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool>
         tag: u8,
         off: &mut usize,
         (prev_instr, prev_data): (&mut u64, &mut u64),
-        zero_size: &mut bool,
+        bad_size: &mut bool,
     ) -> Ref {
         let kind = tag & 3;
         let info = &TAGS[tag as usize];
@@ -396,8 +405,10 @@ impl<const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool>
             };
             // The size without a branch: from the tag, or from the payload's first bytes.
             let size = (info.size as u64 | (head & info.size_mask)) as u32;
-            *zero_size |= size == 0;
-            (size, word)
+            // A size of 0 or above the bound fails the block; the consumer meanwhile sees it
+            // clamped, so a claimed 4 GiB access costs no more than the largest allowed.
+            *bad_size |= size.wrapping_sub(1) >= MAX_ACCESS_BYTES;
+            (size.min(MAX_ACCESS_BYTES), word)
         } else {
             // SAFETY: as above (the size takes no payload byte).
             let word = unsafe { u64::from_le(std::ptr::read_unaligned(p.cast::<u64>())) };
@@ -438,16 +449,16 @@ impl<const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool> Iterator
     #[inline(always)]
     fn next(&mut self) -> Option<Ref> {
         let &tag = self.tags.next()?;
-        let (mut off, mut prev_instr, mut prev_data, mut zero_size) =
-            (self.off, self.prev_instr, self.prev_data, self.zero_size);
+        let (mut off, mut prev_instr, mut prev_data, mut bad_size) =
+            (self.off, self.prev_instr, self.prev_data, self.bad_size);
         let r = self.decode(
             tag,
             &mut off,
             (&mut prev_instr, &mut prev_data),
-            &mut zero_size,
+            &mut bad_size,
         );
-        (self.off, self.prev_instr, self.prev_data, self.zero_size) =
-            (off, prev_instr, prev_data, zero_size);
+        (self.off, self.prev_instr, self.prev_data, self.bad_size) =
+            (off, prev_instr, prev_data, bad_size);
         Some(r)
     }
 
@@ -455,8 +466,8 @@ impl<const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool> Iterator
     /// streams' last addresses make a store-to-load chain from one record to the next).
     #[inline(always)]
     fn fold<B, F: FnMut(B, Ref) -> B>(mut self, init: B, mut f: F) -> B {
-        let (mut off, mut prev_instr, mut prev_data, mut zero_size) =
-            (self.off, self.prev_instr, self.prev_data, self.zero_size);
+        let (mut off, mut prev_instr, mut prev_data, mut bad_size) =
+            (self.off, self.prev_instr, self.prev_data, self.bad_size);
         let mut acc = init;
         let tags = std::mem::replace(&mut self.tags, [].iter());
         for &tag in tags {
@@ -464,12 +475,12 @@ impl<const PAYLOAD_SIZES: bool, const INSTRUCTION_ADDRESSES: bool> Iterator
                 tag,
                 &mut off,
                 (&mut prev_instr, &mut prev_data),
-                &mut zero_size,
+                &mut bad_size,
             );
             acc = f(acc, r);
         }
-        (self.off, self.prev_instr, self.prev_data, self.zero_size) =
-            (off, prev_instr, prev_data, zero_size);
+        (self.off, self.prev_instr, self.prev_data, self.bad_size) =
+            (off, prev_instr, prev_data, bad_size);
         acc
     }
 
@@ -609,12 +620,26 @@ mod tests {
         let mut zero = byte_size.clone();
         zero[17] = 0;
         let e = read(&zero[..], &mut |_: &[Ref]| {}).unwrap_err();
-        assert_eq!(e.to_string(), "byte 17: a record of size 0");
+        assert_eq!(e.to_string(), "byte 17: a record of size 0 (1..=65536)");
         let word_size = encode(&[load(4096)]);
         let mut zero = word_size.clone();
         zero[17..21].fill(0);
         let e = read(&zero[..], &mut |_: &[Ref]| {}).unwrap_err();
-        assert_eq!(e.to_string(), "byte 17: a record of size 0");
+        assert_eq!(e.to_string(), "byte 17: a record of size 0 (1..=65536)");
+        // A claimed 4 GiB access: refused, and the consumer saw it at most at the bound.
+        let mut huge = word_size.clone();
+        huge[17..21].fill(0xff);
+        let mut seen = 0;
+        let e = read(&huge[..], &mut |r: &[Ref]| {
+            seen = seen.max(r.iter().map(|r| r.size).max().unwrap_or(0));
+        })
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "byte 17: a record of size 4294967295 (1..=65536)"
+        );
+        assert_eq!(seen, MAX_ACCESS_BYTES);
+        assert_eq!(huge.len(), 22);
         // The block claims one payload byte more than its record takes.
         let mut left = byte_size.clone();
         left[12..16].copy_from_slice(&3u32.to_le_bytes());
@@ -634,7 +659,9 @@ mod tests {
         bytes.extend_from_slice(&(n as u32).to_le_bytes());
         bytes.extend_from_slice(&(n as u32).to_le_bytes());
         bytes.extend(std::iter::repeat_n(0xffu8, n));
-        bytes.extend(std::iter::repeat_n(1u8, n));
+        // Each record's size 1, then its delta.
+        let record = [1u8, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
+        bytes.extend(record.iter().cycle().take(n));
         let mut seen = 0;
         let e = read(&bytes[..], &mut |b: &[Ref]| seen += b.len()).unwrap_err();
         // 83 whole records fit in 1000 bytes; the 84th's delta runs past them.

@@ -2,7 +2,8 @@
 //! Dinero din, or our binary hsb; plain, gzip or zstd), compute LRU stack distances over cache
 //! lines, exactly ([`exact`]) or by SHARDS sampling ([`shards`]), and turn the histogram into
 //! miss-ratio curves and the signature matrix of misses per 4096 instructions for cache sizes
-//! 16 KB..16 MB and associativities 4..32 ([`histogram`], binomial set-associativity model).
+//! 16 KB..16 MB and associativities 4..32 ([`histogram`]), the set-associative misses from exact
+//! per-set stack distances of set-indexed caches ([`setassoc`]).
 
 pub mod exact;
 pub mod histogram;
@@ -12,12 +13,13 @@ mod linemap;
 pub mod profile;
 pub mod readers;
 pub mod record;
+pub mod setassoc;
 pub mod shards;
 pub mod synthetic;
 pub mod trace;
 
 pub use histogram::Histogram;
-pub use profile::{ProfileConfig, Profiler, Sampling, WindowProfile};
+pub use profile::{ProfileConfig, Profiler, Sampling, SetModel, WindowProfile};
 pub use trace::{Format, Kind, Ref, TraceError};
 
 /// Profile a whole trace: (windows, trace references read, input bytes).

@@ -3,6 +3,7 @@
 
 use crate::exact::ExactStack;
 use crate::histogram::Histogram;
+use crate::setassoc::SetIndexed;
 use crate::shards::Shards;
 use crate::trace::{Kind, Ref};
 use hetsched_core::Signature;
@@ -15,6 +16,27 @@ pub enum Sampling {
     Rate(f64),
     /// SHARDS with at most this many lines in the sample.
     Size(usize),
+}
+
+/// How the misses of set-associative caches are found.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum SetModel {
+    /// Exact per-set stack distances of set-indexed caches (line number modulo the number of
+    /// sets), every set count of the grid in the same pass ([`crate::setassoc`]).
+    #[default]
+    Indexed,
+    /// The binomial approximation from the fully associative distances alone (lines assumed to
+    /// fall into sets at random); cheaper, and wrong for working sets about the cache's size.
+    Binomial,
+}
+
+impl SetModel {
+    pub fn name(self) -> &'static str {
+        match self {
+            SetModel::Indexed => "set-indexed",
+            SetModel::Binomial => "binomial approximation",
+        }
+    }
 }
 
 /// Profiling settings.
@@ -30,6 +52,7 @@ pub struct ProfileConfig {
     pub include_instructions: bool,
     /// The signature's name.
     pub name: String,
+    pub set_model: SetModel,
 }
 
 impl Default for ProfileConfig {
@@ -40,6 +63,7 @@ impl Default for ProfileConfig {
             window: None,
             include_instructions: false,
             name: String::new(),
+            set_model: SetModel::Indexed,
         }
     }
 }
@@ -88,11 +112,23 @@ impl Noted {
     }
 }
 
+/// One line reference through the exact engine and the set-indexed model.
+#[inline(always)]
+fn exact_ref(e: &mut ExactStack, set: &mut SetIndexed, line: u64, hist: &mut Histogram) {
+    let d = e.access(line);
+    match d {
+        Some(d) => hist.add(d, 1.0),
+        None => hist.add_cold(1.0),
+    }
+    set.access_after(line, d, hist);
+}
+
 /// The second pass of a batch for the exact engine: the noted references' lines, each hash-map
 /// slot prefetched `LOOKAHEAD` references ahead; the line references counted.
 #[inline(always)]
 fn feed_exact(
     e: &mut ExactStack,
+    set: &mut SetIndexed,
     (addrs, sizes): (&[u64], &[u32]),
     shift: u32,
     hist: &mut Histogram,
@@ -101,14 +137,12 @@ fn feed_exact(
     for (i, (&addr, &size)) in addrs.iter().zip(sizes).enumerate() {
         if let Some(&ahead) = addrs.get(i + LOOKAHEAD) {
             e.prefetch(ahead >> shift);
+            set.prefetch(ahead >> shift);
         }
         let (first, last) = lines(addr, size, shift);
         line_refs += last - first + 1;
         for line in first..=last {
-            match e.access(line) {
-                Some(d) => hist.add(d, 1.0),
-                None => hist.add_cold(1.0),
-            }
+            exact_ref(e, set, line, hist);
         }
     }
     line_refs
@@ -120,16 +154,18 @@ fn feed_exact(
 #[target_feature(enable = "popcnt")]
 fn feed_exact_popcnt(
     e: &mut ExactStack,
+    set: &mut SetIndexed,
     noted: (&[u64], &[u32]),
     shift: u32,
     hist: &mut Histogram,
 ) -> u64 {
-    feed_exact(e, noted, shift, hist)
+    feed_exact(e, set, noted, shift, hist)
 }
 
 /// `feed_exact` in the fastest form this CPU runs.
 fn feed_exact_fastest(
     e: &mut ExactStack,
+    set: &mut SetIndexed,
     noted: (&[u64], &[u32]),
     shift: u32,
     hist: &mut Histogram,
@@ -137,9 +173,9 @@ fn feed_exact_fastest(
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("popcnt") {
         // SAFETY: the CPU has popcnt (checked just above).
-        return unsafe { feed_exact_popcnt(e, noted, shift, hist) };
+        return unsafe { feed_exact_popcnt(e, set, noted, shift, hist) };
     }
-    feed_exact(e, noted, shift, hist)
+    feed_exact(e, set, noted, shift, hist)
 }
 
 /// The first pass of a batch: (data references, how many were noted). Each data reference is
@@ -191,6 +227,9 @@ pub struct Profiler {
     cfg: ProfileConfig,
     shift: u32,
     engine: Engine,
+    /// The set-indexed model: fed every line reference, whichever the engine (empty with the
+    /// binomial approximation).
+    sets: SetIndexed,
     current: WindowProfile,
     done: Vec<WindowProfile>,
     /// Lines waiting for the exact engine (prefetched), oldest at `ahead_start`.
@@ -207,6 +246,10 @@ impl Profiler {
     /// A profiler; `line_bytes` must be a power of two (checked by the caller's input parsing).
     pub fn new(cfg: ProfileConfig) -> Self {
         let shift = cfg.line_bytes.max(1).trailing_zeros();
+        let sets = match cfg.set_model {
+            SetModel::Indexed => SetIndexed::for_grid(cfg.line_bytes),
+            SetModel::Binomial => SetIndexed::none(),
+        };
         let engine = match cfg.sampling {
             Sampling::Exact => Engine::Exact(ExactStack::new()),
             Sampling::Rate(r) => Engine::Shards(Shards::fixed_rate(r)),
@@ -216,6 +259,7 @@ impl Profiler {
             cfg,
             shift,
             engine,
+            sets,
             current: WindowProfile {
                 first_instruction: 0,
                 instructions: 0,
@@ -251,20 +295,19 @@ impl Profiler {
         let hist = &mut self.current.histogram;
         match &mut self.engine {
             Engine::Shards(s) => {
-                s.access(first, hist);
-                for line in first + 1..=last {
+                for line in first..=last {
                     s.access(line, hist);
+                    self.sets.access(line, hist);
                 }
             }
             Engine::Exact(e) => {
+                let set = &mut self.sets;
                 for line in first..=last {
                     e.prefetch(line);
+                    set.prefetch(line);
                     if self.ahead_len == LOOKAHEAD {
                         let old = self.ahead[self.ahead_start];
-                        match e.access(old) {
-                            Some(d) => hist.add(d, 1.0),
-                            None => hist.add_cold(1.0),
-                        }
+                        exact_ref(e, set, old, hist);
                         self.ahead[self.ahead_start] = line;
                         self.ahead_start = (self.ahead_start + 1) % LOOKAHEAD;
                     } else {
@@ -279,13 +322,11 @@ impl Profiler {
     /// Take the distances of the lines still waiting (before a window closes).
     fn drain(&mut self) {
         if let Engine::Exact(e) = &mut self.engine {
+            let set = &mut self.sets;
             let hist = &mut self.current.histogram;
             for k in 0..self.ahead_len {
                 let line = self.ahead[(self.ahead_start + k) % LOOKAHEAD];
-                match e.access(line) {
-                    Some(d) => hist.add(d, 1.0),
-                    None => hist.add_cold(1.0),
-                }
+                exact_ref(e, set, line, hist);
             }
         }
         self.ahead_len = 0;
@@ -324,7 +365,7 @@ impl Profiler {
         let (noted_addr, noted_size) = self.noted.arrays();
         let hist = &mut self.current.histogram;
         let (data, line_refs) = match &mut self.engine {
-            Engine::Shards(s) => {
+            Engine::Shards(s) if self.sets.is_empty() => {
                 let threshold = s.threshold();
                 let line_offset = (1u64 << shift) - 1;
                 let (data, kept) = note_data(refs, noted_addr, noted_size, |addr, size| {
@@ -341,10 +382,29 @@ impl Profiler {
                 }
                 (data, line_refs)
             }
+            Engine::Shards(s) => {
+                // The set-indexed model sees every reference.
+                let (data, kept) = note_data(refs, noted_addr, noted_size, |_, _| true);
+                let mut line_refs = 0;
+                let addrs = &noted_addr[..kept];
+                for (i, (&addr, &size)) in addrs.iter().zip(&noted_size[..kept]).enumerate() {
+                    if let Some(&ahead) = addrs.get(i + LOOKAHEAD) {
+                        self.sets.prefetch(ahead >> shift);
+                    }
+                    let (first, last) = lines(addr, size, shift);
+                    line_refs += last - first + 1;
+                    for line in first..=last {
+                        s.access(line, hist);
+                        self.sets.access(line, hist);
+                    }
+                }
+                (data, line_refs)
+            }
             Engine::Exact(e) => {
+                let set = &mut self.sets;
                 let (data, kept) = note_data(refs, noted_addr, noted_size, |_, _| true);
                 let noted = (&noted_addr[..kept], &noted_size[..kept]);
-                (data, feed_exact_fastest(e, noted, shift, hist))
+                (data, feed_exact_fastest(e, set, noted, shift, hist))
             }
         };
         self.refs += n as u64;
@@ -364,6 +424,15 @@ impl Profiler {
             histogram: Histogram::default(),
         };
         self.done.push(std::mem::replace(&mut self.current, next));
+    }
+
+    /// Distinct lines the fully associative engine holds: every line seen when exact, the sample's
+    /// lines with SHARDS.
+    pub fn sampled_lines(&self) -> u64 {
+        match &self.engine {
+            Engine::Exact(e) => e.distinct(),
+            Engine::Shards(s) => s.sampled_lines(),
+        }
     }
 
     /// The sampling rate in force at the end (1 for exact).
@@ -463,8 +532,20 @@ mod tests {
         let sizes: Vec<u32> = refs.iter().map(|r| r.size).collect();
         let (mut plain, mut fastest) = (ExactStack::new(), ExactStack::new());
         let (mut hp, mut hf) = (Histogram::default(), Histogram::default());
-        let lp = feed_exact(&mut plain, (&addrs, &sizes), 6, &mut hp);
-        let lf = feed_exact_fastest(&mut fastest, (&addrs, &sizes), 6, &mut hf);
+        let lp = feed_exact(
+            &mut plain,
+            &mut SetIndexed::for_grid(64),
+            (&addrs, &sizes),
+            6,
+            &mut hp,
+        );
+        let lf = feed_exact_fastest(
+            &mut fastest,
+            &mut SetIndexed::for_grid(64),
+            (&addrs, &sizes),
+            6,
+            &mut hf,
+        );
         assert_eq!((lp, &hp), (lf, &hf));
         assert!(lp > addrs.len() as u64, "some references span lines");
     }

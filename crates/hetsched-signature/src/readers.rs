@@ -7,7 +7,7 @@
 //! garbage or an empty trace is an error, not a panic.
 
 use crate::hsb;
-use crate::trace::{parse_dec, parse_hex, Format, Kind, Ref, TraceError};
+use crate::trace::{parse_dec, parse_hex, Format, Kind, Ref, TraceError, MAX_ACCESS_BYTES};
 use std::io::Read;
 
 /// Bytes read from the input at a time.
@@ -190,6 +190,18 @@ fn shown(line: &[u8]) -> String {
     }
 }
 
+/// A size above `MAX_ACCESS_BYTES` refused, naming the line.
+#[inline]
+fn check_size(size: u32, line: &[u8]) -> Result<(), String> {
+    if size > MAX_ACCESS_BYTES {
+        return Err(format!(
+            "an access of {size} bytes (at most {MAX_ACCESS_BYTES}) in {:?}",
+            shown(line)
+        ));
+    }
+    Ok(())
+}
+
 /// `address,size` after the kind letter and spaces.
 #[inline]
 fn addr_size(s: &[u8], line: &[u8]) -> Result<(u64, u32), String> {
@@ -214,6 +226,7 @@ fn addr_size(s: &[u8], line: &[u8]) -> Result<(u64, u32), String> {
     if size == 0 {
         return Err(format!("a size of 0 in {:?}", shown(line)));
     }
+    check_size(size, line)?;
     Ok((addr, size))
 }
 
@@ -312,6 +325,7 @@ pub fn din_line(line: &[u8]) -> Result<Option<Ref>, String> {
     if fields.next().is_some() {
         return Err(format!("more than three fields in {:?}", shown(line)));
     }
+    check_size(size, line)?;
     Ok(Some(Ref { kind, addr, size }))
 }
 

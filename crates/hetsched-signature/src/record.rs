@@ -1,12 +1,14 @@
 //! `hetsched signature --record -- CMD`: run a program under valgrind's lackey tool and read its
 //! memory trace as it is made, through a FIFO, never writing it to disk. The program keeps its own
-//! standard input, output and error; valgrind's log (the trace) goes to the FIFO.
+//! standard input and error, and its standard output unless the caller sends it elsewhere;
+//! valgrind's log (the trace) goes to the FIFO. Valgrind exits as its program did (the same code,
+//! or killed by the same signal), so the child's status is the program's.
 
 use crate::trace::TraceError;
 use std::ffi::CString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 
 /// A program being traced: the child and the trace's read end.
 pub struct Recording {
@@ -22,6 +24,9 @@ impl Drop for Recording {
     }
 }
 
+/// The FIFO's buffer, bytes: 1 MiB, the default of /proc/sys/fs/pipe-max-size (pipe(7)).
+const PIPE_BYTES: libc::c_int = 1 << 20;
+
 /// Whether `valgrind` is on the PATH.
 pub fn valgrind_path() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -30,8 +35,8 @@ pub fn valgrind_path() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Start `cmd` under `valgrind --tool=lackey --trace-mem=yes`.
-pub fn start(cmd: &[String]) -> Result<Recording, TraceError> {
+/// Start `cmd` under `valgrind --tool=lackey --trace-mem=yes`, its standard output to `stdout`.
+pub fn start(cmd: &[String], stdout: Stdio) -> Result<Recording, TraceError> {
     let Some(program) = cmd.first() else {
         return Err(TraceError::whole("--record needs a command after `--`"));
     };
@@ -51,6 +56,7 @@ pub fn start(cmd: &[String]) -> Result<Recording, TraceError> {
         .arg(format!("--log-file={}", fifo.display()))
         .arg(program)
         .args(&cmd[1..])
+        .stdout(stdout)
         .spawn()
         .map_err(|e| TraceError::whole(format!("cannot start valgrind: {e}")))?;
     let mut child = child;
@@ -83,6 +89,14 @@ pub fn start(cmd: &[String]) -> Result<Recording, TraceError> {
             }
         }
     };
+    // A FIFO buffers 64 KiB by default (pipe(7)): valgrind, writing its log in small pieces, then
+    // waits on every read of ours. A larger buffer lets both run on; failure to grow it (a limit
+    // in /proc/sys/fs/pipe-max-size) changes only the speed.
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: fcntl on a descriptor we own, with an integer argument.
+        unsafe { libc::fcntl(trace.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES) };
+    }
     Ok(Recording { child, trace, dir })
 }
 

@@ -33,12 +33,19 @@ impl Kind {
     }
 }
 
+/// The largest access a trace may give, bytes: every reader refuses a larger one, naming it, so
+/// the work and memory of a reference stay bounded (1,024 lines of 64 bytes) whatever a trace
+/// claims. Well above any one instruction's data access: the largest on x86-64, XSAVE of every
+/// state component with AMX tile data, writes 11,008 bytes (Intel SDM vol. 1, ch. 13; CPUID leaf
+/// 0xD); valgrind splits longer string operations into one access an element.
+pub const MAX_ACCESS_BYTES: u32 = 1 << 16;
+
 /// One memory reference of a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ref {
     pub kind: Kind,
     pub addr: u64,
-    /// Bytes accessed (at least 1).
+    /// Bytes accessed (1..=`MAX_ACCESS_BYTES` from any reader).
     pub size: u32,
 }
 

@@ -5,9 +5,10 @@ use hetsched_signature::exact::ExactStack;
 use hetsched_signature::histogram::Histogram;
 use hetsched_signature::hsb::HsbWriter;
 use hetsched_signature::readers::read_trace_into;
+use hetsched_signature::setassoc::grid_caches;
 use hetsched_signature::shards::Shards;
 use hetsched_signature::synthetic::{trace, Mix};
-use hetsched_signature::{Format, Kind, ProfileConfig, Profiler, Sampling};
+use hetsched_signature::{Format, Kind, ProfileConfig, Profiler, Ref, Sampling, SetModel};
 use proptest::prelude::*;
 
 /// Mattson's stack, literally: a vector, most recent first; the distance is the position.
@@ -154,7 +155,7 @@ fn mrc(sampling: Sampling, hsb: &[u8]) -> Vec<f64> {
     w[0].histogram.miss_ratio_curve(64)
 }
 
-/// SHARDS at R = 0.01 (the figure): mean absolute error of the miss-ratio curve against
+/// SHARDS at R = 0.01 (the figure this engine is held to): mean absolute error of the miss-ratio curve against
 /// exact at most 0.01; fixed-size sampling (8192 lines) too. The trace: `Mix::default()`, a 4 MB
 /// hot set, 64 MB of randomly used data and a stream. (With a hot set of 4096 lines only ~41 of
 /// them are in a 1% sample, and the error at small cache sizes grows to a few hundredths:
@@ -200,4 +201,145 @@ fn shards_at_rate_one_is_exact() {
     }
     s.finish(lines.len() as u64, &mut hs);
     assert_eq!(hs, he);
+}
+
+/// A set-indexed LRU cache written plainly: the set of a line is its number modulo `sets`.
+fn indexed_misses(lines: &[u64], sets: u64, ways: usize) -> u64 {
+    let mut cache: Vec<Vec<u64>> = vec![Vec::new(); sets as usize];
+    let mut misses = 0;
+    for &l in lines {
+        let set = &mut cache[(l % sets) as usize];
+        match set.iter().position(|&x| x == l) {
+            Some(p) => {
+                set.remove(p);
+            }
+            None => {
+                misses += 1;
+                if set.len() == ways {
+                    set.pop();
+                }
+            }
+        }
+        set.insert(0, l);
+    }
+    misses
+}
+
+/// Data references of 8 bytes at these lines of 64 bytes, each after an instruction fetch.
+fn refs_of(lines: &[u64]) -> Vec<Ref> {
+    lines
+        .iter()
+        .flat_map(|&l| {
+            [
+                Ref {
+                    kind: Kind::Instr,
+                    addr: 0x40_0000,
+                    size: 4,
+                },
+                Ref {
+                    kind: Kind::Load,
+                    addr: l << 6,
+                    size: 8,
+                },
+            ]
+        })
+        .collect()
+}
+
+fn profile_lines(lines: &[u64], sampling: Sampling, set_model: SetModel) -> Histogram {
+    let mut p = Profiler::new(ProfileConfig {
+        sampling,
+        set_model,
+        ..Default::default()
+    });
+    p.push_all(&refs_of(lines));
+    p.finish().remove(0).histogram
+}
+
+/// Every cache of the grid, set-indexed, against the plain simulation: equal miss counts, on a
+/// trace of hot, random, strided and sweeping parts over a few thousand lines (so every set count
+/// sees hits at every place and evictions).
+#[test]
+fn the_set_indexed_model_is_exact_for_every_cache_of_the_grid() {
+    let mut lines = Vec::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..60_000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        lines.push(match i % 4 {
+            0 => x % 300,
+            1 => x % 9000,
+            2 => (i * 17) % 5000,
+            _ => (i / 4) % 7000,
+        });
+    }
+    let hist = profile_lines(&lines, Sampling::Exact, SetModel::Indexed);
+    for (sets, ways) in grid_caches(64) {
+        let model = hist.misses_set_indexed(sets, ways).unwrap();
+        let direct = indexed_misses(&lines, sets, ways as usize);
+        assert_eq!(model, direct as f64, "{sets} sets x {ways} ways");
+    }
+    // The fully associative curve is kept beside it.
+    assert_eq!(
+        hist.misses_fully_associative(4096),
+        indexed_misses(&lines, 1, 4096) as f64
+    );
+}
+
+/// A sweep over 256 KiB (4096 lines), 4 passes: a 256 KiB cache holds it whatever its
+/// associativity, so only the 4096 first references miss; the binomial approximation counts
+/// conflicts that bit-indexed sets never have. The signature reads the set-indexed counts.
+#[test]
+fn a_sweep_the_size_of_the_cache_misses_only_the_first_time() {
+    let lines: Vec<u64> = (0..4 * 4096u64).map(|i| i % 4096).collect();
+    let hist = profile_lines(&lines, Sampling::Exact, SetModel::Indexed);
+    for ways in [4, 8, 16, 32] {
+        let sets = 4096 / ways as u64;
+        assert_eq!(hist.misses_set_indexed(sets, ways), Some(4096.0));
+        assert!(hist.misses_set_associative(sets, ways) > 8000.0, "{ways}");
+    }
+    // 1 instruction a line: 4096 misses in 16,384 instructions = 1024 per 4096.
+    let sig = hist.signature("sweep", lines.len() as u64, 64);
+    let at_256k = sig
+        .sizes_bytes
+        .iter()
+        .position(|&b| b == 256 << 10)
+        .unwrap();
+    for row in &sig.misses {
+        assert_eq!(row[at_256k], 1024.0);
+        // Half the size: every reference misses.
+        assert_eq!(row[at_256k - 1], 4096.0);
+    }
+    // With the binomial approximation named, the signature is the approximation's.
+    let approx = profile_lines(&lines, Sampling::Exact, SetModel::Binomial);
+    assert!(approx.set_hits.is_empty());
+    assert!(approx.signature("sweep", lines.len() as u64, 64).misses[3][at_256k] > 2000.0);
+}
+
+/// The set-indexed model counts every reference whatever the fully associative engine samples:
+/// with SHARDS at rate 0.01 or a fixed-size sample its counts are the exact engine's.
+#[test]
+fn sampling_leaves_the_set_indexed_counts_exact() {
+    let mut x = 88172645463325252u64;
+    let lines: Vec<u64> = (0..100_000)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if i % 3 == 0 {
+                i / 3
+            } else {
+                x % 20_000
+            }
+        })
+        .collect();
+    let exact = profile_lines(&lines, Sampling::Exact, SetModel::Indexed);
+    for sampling in [Sampling::Rate(0.01), Sampling::Size(500)] {
+        let sampled = profile_lines(&lines, sampling, SetModel::Indexed);
+        assert_eq!(sampled.set_hits, exact.set_hits, "{sampling:?}");
+        assert_eq!(sampled.set_refs, exact.set_refs);
+        assert_eq!(sampled.set_repeats, exact.set_repeats);
+        assert_ne!(sampled.bins, exact.bins);
+    }
 }

@@ -6,7 +6,7 @@ use hetsched_signature::hsb::HsbWriter;
 use hetsched_signature::input::open_reader;
 use hetsched_signature::readers::read_trace;
 use hetsched_signature::synthetic::{trace, Mix};
-use hetsched_signature::{Format, Ref};
+use hetsched_signature::{Format, Kind, Ref};
 use proptest::prelude::*;
 
 fn count(bytes: &[u8], format: Format) -> Result<u64, String> {
@@ -63,6 +63,33 @@ fn errors_name_the_line_or_byte() {
     assert!(e.starts_with("byte 8:"), "{e}");
 }
 
+/// Every reader takes an access of up to 65,536 bytes and refuses one byte more, naming it.
+#[test]
+fn access_sizes_are_bounded_in_every_format() {
+    assert_eq!(count(b" L 10,65536\n", Format::Lackey), Ok(1));
+    let e = count(b" L 10,8\n L 10,65537\n", Format::Lackey).unwrap_err();
+    assert!(
+        e.starts_with("line 2: an access of 65537 bytes (at most 65536)"),
+        "{e}"
+    );
+    assert_eq!(count(b"0 10 65536\n", Format::Din), Ok(1));
+    let e = count(b"0 10 999999999\n", Format::Din).unwrap_err();
+    assert!(e.starts_with("line 1: an access of 999999999 bytes"), "{e}");
+    let hsb = |size: u32| {
+        let mut w = HsbWriter::new(Vec::new()).unwrap();
+        w.push(Ref {
+            kind: Kind::Load,
+            addr: 0x40,
+            size,
+        })
+        .unwrap();
+        w.finish().unwrap()
+    };
+    assert_eq!(count(&hsb(65536), Format::Hsb), Ok(1));
+    let e = count(&hsb(65537), Format::Hsb).unwrap_err();
+    assert_eq!(e, "byte 17: a record of size 65537 (1..=65536)");
+}
+
 #[test]
 fn formats_agree_on_the_same_references() {
     let refs: Vec<Ref> = trace(5000, Mix::default(), 9).collect();
@@ -70,10 +97,10 @@ fn formats_agree_on_the_same_references() {
     let mut din = String::new();
     for r in &refs {
         let (l, d) = match r.kind {
-            hetsched_signature::Kind::Instr => ("I ", 2),
-            hetsched_signature::Kind::Load => (" L", 0),
-            hetsched_signature::Kind::Store => (" S", 1),
-            hetsched_signature::Kind::Modify => (" M", 0),
+            Kind::Instr => ("I ", 2),
+            Kind::Load => (" L", 0),
+            Kind::Store => (" S", 1),
+            Kind::Modify => (" M", 0),
         };
         lackey.push_str(&format!("{l} {:x},{}\n", r.addr, r.size));
         din.push_str(&format!("{d} {:x} {}\n", r.addr, r.size));

@@ -12,6 +12,9 @@ pub struct AppResult {
     pub completion_s: Option<f64>,
     /// Instances that completed.
     pub completions: u64,
+    /// The app restarts when an instance exits (a closed loop, or a service's requests): its
+    /// figure is throughput, not completion time.
+    pub closed_loop: bool,
     /// Every completion time, in completion order, s.
     #[serde(skip_serializing)]
     pub completion_times_s: Vec<f64>,
@@ -126,31 +129,42 @@ pub struct RunResult {
 }
 
 /// Speedup of `r` over `base`: the makespan ratio when the workload ends by itself (`finite`) and
-/// both runs finished; otherwise the geometric mean over apps of the ratio of mean completion
-/// times (closed-loop throughput); and when no app completed in both runs, the ratio of the work
-/// done over the same simulated window (instructions retired): progress, never a silent 1.
+/// both runs finished. Otherwise the geometric mean over apps, each app (however many copies it
+/// runs) counted once, of its own figure: a closed-loop app's throughput ratio (instructions
+/// retired per simulated second over the window), a batch app's completion-time ratio when it
+/// completed in both runs, else its progress ratio (instructions per simulated second): progress,
+/// never a silent 1. [`speedup_basis`] names the figure.
 pub fn speedup(base: &RunResult, r: &RunResult, finite: bool) -> f64 {
     if finite && base.finished && r.finished && r.makespan_s > 0.0 {
         return base.makespan_s / r.makespan_s;
     }
+    let rate = |run: &RunResult, a: &AppResult| a.instructions / run.engine.simulated_s.max(1e-12);
     let ratios: Vec<f64> = base
         .apps
         .iter()
         .zip(&r.apps)
-        .filter_map(|(b, x)| match (b.completion_s, x.completion_s) {
-            (Some(bt), Some(xt)) if xt > 0.0 => Some(bt / xt),
-            _ => None,
+        .filter_map(|(b, x)| {
+            let ratio = match (b.closed_loop, b.completion_s, x.completion_s) {
+                (false, Some(bt), Some(xt)) if xt > 0.0 => bt / xt,
+                _ if b.instructions > 0.0 => rate(r, x) / rate(base, b),
+                _ => return None,
+            };
+            (ratio.is_finite() && ratio > 0.0).then_some(ratio)
         })
         .collect();
     if ratios.is_empty() {
-        let window = |x: &RunResult| x.instructions / x.engine.simulated_s.max(1e-12);
-        return if base.instructions > 0.0 {
-            window(r) / window(base)
-        } else {
-            f64::NAN
-        };
+        return f64::NAN;
     }
     (ratios.iter().map(|x| x.ln()).sum::<f64>() / ratios.len() as f64).exp()
+}
+
+/// What [`speedup`] measures for a workload: its name in every table and document.
+pub fn speedup_basis(workload_finite: bool, any_closed_loop: bool) -> &'static str {
+    match (workload_finite, any_closed_loop) {
+        (true, _) => "makespan ratio (each app's completion ratio, or its progress, when a run is unfinished)",
+        (false, true) => "geometric mean over apps of throughput ratios (closed-loop apps) and completion-time ratios (batch apps)",
+        (false, false) => "geometric mean over apps of completion-time ratios",
+    }
 }
 
 /// Standard deviation over mean, or 0 for fewer than two values.

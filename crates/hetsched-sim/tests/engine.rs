@@ -113,6 +113,8 @@ fn same_seed_same_result_and_baseline_varies_across_seeds() {
             policy_by_name("linux-default").unwrap(),
             SimConfig {
                 seed,
+                // A balancer blind to core speed: which thread lands on a fast core is luck.
+                baseline: hetsched_sim::baseline::baseline_by_name("linux-cfs").unwrap(),
                 ..Default::default()
             },
         )

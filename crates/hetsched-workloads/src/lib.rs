@@ -77,6 +77,20 @@ enum Program {
         #[arg(long, default_value_t = 20)]
         serial_work: u64,
     },
+    /// Phase-changing: each phase is `work` units of integer work (CPU-bound), then one pass
+    /// over the thread's own array (memory-bound), `phases` times.
+    Phases {
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+        #[arg(long, default_value_t = 10)]
+        phases: u32,
+        /// Units of integer work in each phase.
+        #[arg(long, default_value_t = 20)]
+        work: u64,
+        /// Array per thread, MiB, passed over once per phase.
+        #[arg(long, default_value_t = 64)]
+        mib: usize,
+    },
     /// Threads sharing buffers: thread i works on buffer i % buffers, and (with --hint) tells
     /// hetsched which buffer (data fragment) it works on.
     Share {
@@ -282,6 +296,28 @@ pub fn main() {
                 std::hint::black_box(x);
             });
             ("omp", threads)
+        }
+        Program::Phases {
+            threads,
+            phases,
+            work,
+            mib,
+        } => {
+            spawn_workers(threads, &tids, move |i| {
+                let mut a = vec![1u64; mib * 1024 * 1024 / 8];
+                let mut x = 0x2545_F491_4F6C_DD1D ^ i as u64;
+                for _ in 0..phases {
+                    for _ in 0..work {
+                        x = int_unit(x);
+                    }
+                    for v in &mut a {
+                        x = x.wrapping_add(*v);
+                        *v = x;
+                    }
+                }
+                std::hint::black_box(x);
+            });
+            ("phases", threads)
         }
         Program::Share {
             threads,

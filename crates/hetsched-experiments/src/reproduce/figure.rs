@@ -51,9 +51,15 @@ impl Bar {
             .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
                 (lo.min(v), hi.max(v))
             });
+        // The sum's rounding can put the mean of equal values an ulp outside their range.
+        let mean = super::mean(&finite);
         Bar {
             series: series.into(),
-            mean: super::mean(&finite),
+            mean: if finite.is_empty() {
+                mean
+            } else {
+                mean.clamp(min, max)
+            },
             min,
             max,
             runs: finite.len(),

@@ -8,7 +8,7 @@
 //! server. Run lengths are the shortest that let every workload finish, or, for closed loops, show
 //! several completions of every program.
 
-use super::{machine, run_grid, workload, Experiment, PolicyChoice, Row};
+use super::{kernel, machine, run_grid, workload, Experiment, PolicyChoice, Row};
 use crate::static_best::{self, STATIC_BEST_MAX_ASSIGNMENTS};
 use hetsched_core::policies::policy_names;
 use hetsched_core::policies::{
@@ -20,6 +20,9 @@ use hetsched_sim::engine::NS_PER_S;
 use hetsched_sim::metrics::speedup;
 use hetsched_sim::SimConfig;
 use serde::Serialize;
+
+/// The kernel baseline of this paper's comparisons. The matrix asks what a user gains today: today's kernel.
+const BASELINE: &str = hetsched_sim::baseline::linux_6::NAME;
 
 pub const EXPERIMENTS: &[(&str, &str)] = &[(
     "matrix",
@@ -174,6 +177,7 @@ pub fn matrix(
         let finite = w.is_finite();
         let cfg = |_: &hetsched_sim::Workload| SimConfig {
             duration_ns: (sc.seconds * NS_PER_S as f64) as u64,
+            baseline: kernel(BASELINE),
             ..Default::default()
         };
         let grid = run_grid(
@@ -239,6 +243,7 @@ pub fn matrix(
     let mut e = Experiment::new(
         "matrix",
         "all five",
+        kernel(BASELINE),
         "Every policy on every paper's scenario: mean speedup over linux-default (same seed)",
         rows,
     );

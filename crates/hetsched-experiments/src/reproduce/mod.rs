@@ -12,10 +12,12 @@ pub mod figure;
 pub mod hass;
 pub mod matrix;
 pub mod numa_amp;
+pub mod reasons;
 
 use hetsched_core::policies::policy_with_options;
 use hetsched_core::policies::PolicyOptions;
 use hetsched_core::Topology;
+use hetsched_sim::baseline::{baseline_by_name, BaselineEntry};
 use hetsched_sim::batch::{run_jobs, Job};
 use hetsched_sim::{RunResult, SimConfig, Workload};
 use serde::Serialize;
@@ -86,9 +88,9 @@ pub struct Experiment {
     pub experiment: String,
     /// The paper reproduced: authors, title, venue, year.
     pub paper: String,
-    /// The simulated kernel's balancer the experiment ran under (docs/baselines.md). Every
-    /// experiment runs the simulator's default, `linux-cfs`: the CFS of the papers' era, blind to
-    /// core speed as the papers' clock-modulated machines made it.
+    /// The simulated kernel's balancer the experiment ran under (docs/baselines.md): the paper's
+    /// own era (`linux-2.6` for AMPS, HASS and Pinter, `linux-cfs` for BulldOver and Ding), and
+    /// today's `linux-6` for the matrix.
     pub baseline: String,
     pub title: String,
     pub rows: Vec<Row>,
@@ -105,12 +107,28 @@ pub struct Experiment {
 }
 
 impl Experiment {
-    fn new(experiment: &str, paper: &str, title: &str, rows: Vec<Row>) -> Experiment {
+    fn new(
+        experiment: &str,
+        paper: &str,
+        baseline: &BaselineEntry,
+        title: &str,
+        rows: Vec<Row>,
+    ) -> Experiment {
         let holds = rows.iter().all(|r| r.holds != Some(false));
+        // A failing row says so, and why, in its own note.
+        let rows = rows
+            .into_iter()
+            .map(|mut r| {
+                if r.holds == Some(false) {
+                    r.note = reasons::failing_note(experiment, &r.label, &r.note);
+                }
+                r
+            })
+            .collect();
         Experiment {
             experiment: experiment.into(),
             paper: paper.into(),
-            baseline: hetsched_sim::baseline::default_baseline().name.into(),
+            baseline: baseline.name.into(),
             title: title.into(),
             rows,
             holds,
@@ -202,6 +220,11 @@ pub(crate) fn run_grid(
         .collect()
 }
 
+/// A registered kernel baseline by name (experiments name only baselines that exist).
+pub(crate) fn kernel(name: &str) -> &'static BaselineEntry {
+    baseline_by_name(name).expect("a registered baseline")
+}
+
 /// A machine preset (experiments name only presets that exist).
 pub(crate) fn machine(name: &str) -> Topology {
     hetsched_core::presets::machine_preset(name)
@@ -270,7 +293,8 @@ mod tests {
         let ok = Row::checked("a", None, 1.0, "x", true, "");
         let info = Row::info("b", None, 1.0, "x", "");
         let bad = Row::checked("c", None, 1.0, "x", false, "");
-        assert!(Experiment::new("e", "p", "t", vec![ok.clone(), info.clone()]).holds);
-        assert!(!Experiment::new("e", "p", "t", vec![ok, info, bad]).holds);
+        let k = kernel("linux-6");
+        assert!(Experiment::new("e", "p", k, "t", vec![ok.clone(), info.clone()]).holds);
+        assert!(!Experiment::new("e", "p", k, "t", vec![ok, info, bad]).holds);
     }
 }

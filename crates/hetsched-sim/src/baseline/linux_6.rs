@@ -20,12 +20,17 @@
 //!    to an idle core with more than `imbalance_pct` (117%) of its capacity, whatever its
 //!    utilisation.
 //!
+//! 5. **Scope and locality** (`sd_asym_cpucapacity`, `migrate_degrades_locality`): a waking
+//!    thread's scan for an idle core covers the lowest domain holding every capacity (its node
+//!    when the node has each class); no wake-up or active migration takes a thread to another node
+//!    when more of its memory is on its current one.
+//!
 //! Utilisation is PELT's: the running fraction, scaled by the capacity of the core run on,
 //! averaged with a 32 ms half-life; it is brought up to date when the baseline looks at a thread.
 
 use super::linux_cfs::{LinuxCfs, BALANCE_TICKS};
 use super::{balance, BalancePort, Baseline, RunQueueView};
-use hetsched_core::{CoreId, Id, ThreadId};
+use hetsched_core::{CoreId, CpuSet, Id, ThreadId};
 
 /// The baseline's name.
 pub const NAME: &str = "linux-6";
@@ -61,6 +66,10 @@ struct Capacities {
     /// The core's capacity is cut by a duty cycle (clock modulation, an emulated slow core).
     reduced: Vec<bool>,
     asymmetric: bool,
+    /// Per core, the cores of the lowest scheduling domain around it that holds every capacity
+    /// of the machine (`sd_asym_cpucapacity`, the `SD_ASYM_CPUCAPACITY_FULL` level): its node
+    /// when the node has a core of each capacity, else the whole machine.
+    asym_scope: Vec<CpuSet>,
 }
 
 /// The baseline: `linux-cfs`'s time sharing and tie-breaks, plus the capacity rules.
@@ -98,6 +107,44 @@ impl Linux6 {
             .collect();
         let first = self.caps.of.first().copied().unwrap_or(CAPACITY_SCALE);
         self.caps.asymmetric = self.caps.of.iter().any(|&c| c != first);
+        let all = topo.all_cores();
+        let distinct = |set: &CpuSet| {
+            let mut caps: Vec<u64> = set.iter().map(|c| self.caps.of[c.index()] as u64).collect();
+            caps.sort_unstable();
+            caps.dedup();
+            caps.len()
+        };
+        let machine_caps = distinct(&all);
+        self.caps.asym_scope = topo
+            .cores()
+            .iter()
+            .map(|c| {
+                let node = topo.node_cores(c.node);
+                if distinct(&node) == machine_caps {
+                    node
+                } else {
+                    all.clone()
+                }
+            })
+            .collect();
+    }
+
+    /// Moving `t` from core `from` to core `to` would take it away from the node holding most of
+    /// its memory (`migrate_degrades_locality`, fair.c, with NUMA balancing on, as it is by
+    /// default on a NUMA machine): refused for active migrations across nodes, and for wake-ups,
+    /// where the kernel may place a thread off its node but NUMA balancing brings it back to its
+    /// preferred node (`numa_migrate_preferred`) while the model moves no pages for it.
+    fn degrades_locality(rq: &RunQueueView<'_>, t: ThreadId, from: CoreId, to: CoreId) -> bool {
+        let topo = rq.topology;
+        let (src, dst) = (topo.core(from).node, topo.core(to).node);
+        if src == dst {
+            return false;
+        }
+        let bytes = &rq.threads[t].resident_bytes;
+        let total: u64 = bytes.iter().sum();
+        let on_src = bytes.get(src.index()).copied().unwrap_or(0);
+        let on_dst = bytes.get(dst.index()).copied().unwrap_or(0);
+        total > 0 && on_src > on_dst
     }
 
     fn capacity(&self, c: CoreId) -> f64 {
@@ -139,16 +186,22 @@ impl Linux6 {
 
     /// `select_idle_capacity`: the first idle core (from a seeded start) where `util` fits, else
     /// the idle core of the largest capacity.
+    /// The scan covers `sd_asym_cpucapacity` around the thread's previous core (the whole
+    /// machine for a new thread).
     fn select_idle_capacity(
         &mut self,
         rq: &RunQueueView<'_>,
         t: ThreadId,
         util: f64,
     ) -> Option<CoreId> {
+        let prev = rq.cpu(t);
+        let scope = prev.map(|p| &self.caps.asym_scope[p.index()]);
         let free = || {
-            rq.idle
-                .iter_intersection(rq.allowed(t))
-                .filter(|&c| rq.runnable(c) == 0)
+            rq.idle.iter_intersection(rq.allowed(t)).filter(move |&c| {
+                rq.runnable(c) == 0
+                    && scope.is_none_or(|s| s.contains(c))
+                    && prev.is_none_or(|p| !Self::degrades_locality(rq, t, p, c))
+            })
         };
         let n = free().count();
         if n == 0 {
@@ -181,7 +234,7 @@ impl Linux6 {
             let Some(t) = rq.cores[b].current else {
                 continue;
             };
-            if !rq.allowed(t).contains(to) {
+            if !rq.allowed(t).contains(to) || Self::degrades_locality(rq, t, b, to) {
                 continue;
             }
             let util = self.util(rq, t);

@@ -10,6 +10,7 @@
 //! the engine's own state, so a second baseline cannot depend on the first one's internals.
 
 mod balance;
+pub mod linux_2_6;
 pub mod linux_6;
 pub mod linux_cfs;
 
@@ -101,17 +102,22 @@ pub struct BaselineEntry {
     pub make: fn(seed: u64) -> Box<dyn Baseline>,
 }
 
-/// Every baseline; the first is the default.
+/// Every baseline; the first, today's kernel, is the default.
 pub const BASELINES: &[BaselineEntry] = &[
-    BaselineEntry {
-        name: linux_cfs::NAME,
-        description: "Linux CFS balancing with symmetric capacities: idle-first placement, wake to the previous or an idle core, newly-idle pulls, periodic balance of run-queue lengths; blind to core speed",
-        make: |seed| Box::new(linux_cfs::LinuxCfs::new(seed)),
-    },
     BaselineEntry {
         name: linux_6::NAME,
         description: "today's Linux on asymmetric machines: capacity-aware wake-up placement, capacity-weighted balance, misfit and reduced-capacity migration of running threads to idle bigger cores",
         make: |seed| Box::new(linux_6::Linux6::new(seed)),
+    },
+    BaselineEntry {
+        name: linux_cfs::NAME,
+        description: "Linux CFS of 2.6.32-3.x with symmetric capacities: idle-first placement, wake to the previous or an idle core, newly-idle pulls, periodic balance of run-queue lengths; blind to core speed",
+        make: |seed| Box::new(linux_cfs::LinuxCfs::new(seed)),
+    },
+    BaselineEntry {
+        name: linux_2_6::NAME,
+        description: "Linux 2.6.16's O(1) scheduler with scheduling domains: fork to the idlest core, wake-ups on the previous core, idle cores pull, busy cores balance every 64 ms; blind to core speed",
+        make: |seed| Box::new(linux_2_6::Linux26::new(seed)),
     },
 ];
 

@@ -136,7 +136,8 @@ impl<'a> Simulation<'a> {
                 let before = self.obs[t].data_fragment;
                 self.obs[t].data_fragment = next.data_fragment.map(|d| d as u64);
                 self.hint_fragment_change(t, before);
-                self.push(self.now + ns, Event::Wake { thread: t });
+                let late = self.jitter.wake_delay_ns(ns);
+                self.push(self.now + ns + late, Event::Wake { thread: t });
             }
         }
     }

@@ -33,6 +33,7 @@
 mod apps;
 mod baseline_port;
 mod cores;
+mod jitter;
 mod memory;
 mod policy_port;
 mod record;
@@ -111,6 +112,8 @@ pub struct Simulation<'a> {
     /// The kernel balancer; out of its slot only while it runs (it then sees the engine through
     /// [`baseline::BalancePort`]).
     baseline: Option<Box<dyn Baseline>>,
+    /// Start and wake-up delays drawn from the seed.
+    jitter: jitter::Jitter,
     cfg: SimConfig,
     now: u64,
     next_tick: u64,
@@ -208,6 +211,7 @@ impl<'a> Simulation<'a> {
             workload,
             policy,
             baseline: Some((cfg.baseline.make)(cfg.seed)),
+            jitter: jitter::Jitter::new(cfg.seed),
             now: 0,
             next_tick: cfg.quantum_ns,
             tick_no: 0,
@@ -260,8 +264,9 @@ impl<'a> Simulation<'a> {
         sim.batch_by_df = sim.policy.batches_by_data_fragment();
         for (si, spec) in workload.apps.iter().enumerate() {
             for copy in 0..spec.copies {
+                let at = spec.arrival_ns + sim.jitter.launch_delay_ns();
                 sim.push(
-                    spec.arrival_ns,
+                    at,
                     Event::Arrival {
                         spec: si as u32,
                         copy,

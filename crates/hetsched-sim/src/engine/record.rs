@@ -128,6 +128,7 @@ impl<'a> Simulation<'a> {
             .zip(&self.completions)
             .enumerate()
             .map(|(si, (spec, times))| AppResult {
+                closed_loop: spec.restart,
                 fpu_usage: (fp_cycles[si].1 > 0.0).then(|| fp_cycles[si].0 / fp_cycles[si].1),
                 l2_misses: spec_phases(si).map(|p| self.l2_misses[p]).sum(),
                 cpu_s_by_class: (0..classes)
