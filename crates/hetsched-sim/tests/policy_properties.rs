@@ -439,15 +439,14 @@ proptest! {
 
     /// `hetsched` >= 0.99x the default baseline by makespan.
     ///
-    /// Does not hold yet: 31 of 200 cases of the survey fall below, the worst at 0.595x (13 cores
+    /// Does not hold yet: 44 of 200 cases of the survey fall below, the worst at 0.582x (13 cores
     /// at 3.27 GHz + 28 at 1.0 GHz; a 2-thread request service and barrier jobs of 57 and 59
     /// threads: competing multi-threaded processes go to the `processes` part, `numa-amp`, which
-    /// leaves fast cores idle while threads wait). Shrunk cases (replayed first from
-    /// `policy_properties.proptest-regressions`): 23 cores of one class, a 17-thread request
-    /// service and 20 short programs: 0.965x, although `hetsched` places nothing on such a
-    /// machine; and [`regression_programs_beside_a_lone_service_on_four_classes`], 0.867x.
+    /// leaves fast cores idle while threads wait). Shrunk case (replayed first from
+    /// `policy_properties.proptest-regressions`): 5 cores at 1.89 GHz + 5 at 1.0 GHz in 3 nodes,
+    /// private LLCs, a 14-thread barrier job of 5 rounds beside a phase changer: 0.969x.
     #[test]
-    #[ignore = "does not hold yet: worst ratio 0.595x, see the doc comment"]
+    #[ignore = "does not hold yet: worst ratio 0.582x, see the doc comment"]
     fn hetsched_at_least_the_baseline(case in arb_case()) {
         println!("{}", describe(&case));
         let r = vs_baseline(&case);
@@ -457,12 +456,13 @@ proptest! {
 
     /// `hetsched` >= 0.97x the best other policy by makespan.
     ///
-    /// Does not hold yet: 41 of 200 cases of the survey fall below, the worst at 0.564x `amps`
+    /// Does not hold yet: 44 of 200 cases of the survey fall below, the worst at 0.566x `amps`
     /// (the case above: `amps` balances the three processes' threads one by one where `hetsched`
-    /// runs them whole by `numa-amp`). Shrunk case: 21 cores at 3.77 GHz + 20 at 1.0 GHz in 2
-    /// nodes, 13 and 15 short programs and a 45-thread barrier job: 0.965x `amps`.
+    /// runs them whole by `numa-amp`). Shrunk case: 17 + 12 + 12 + 19 cores at 3.65, 3.18, 2.4
+    /// and 1.0 GHz in 4 nodes, FPU modules; 21 programs, barrier jobs of 11 and 28 threads and
+    /// more programs: 0.970x `bulldover`.
     #[test]
-    #[ignore = "does not hold yet: worst ratio 0.564x, see the doc comment"]
+    #[ignore = "does not hold yet: worst ratio 0.566x, see the doc comment"]
     fn hetsched_near_the_best_other_policy(case in arb_case()) {
         println!("{}", describe(&case));
         let (r, best) = vs_best_other(&case);
@@ -501,12 +501,9 @@ fn survey() {
     );
 }
 
-/// A shrunk case of [`hetsched_at_least_the_baseline`] (0.867x), over-subscribed: AMPS's balance
-/// (`Lmax - Lmin <= 1`) lets the program that finishes last share a 1.53 GHz core (0.77 of a slow
-/// core's speed) while others run alone on 1.0 GHz cores, and its pin stays while the loads are
-/// balanced; Linux's balancer keeps rotating threads.
+/// A case [`hetsched_at_least_the_baseline`] found (0.841x before the lone service was given to
+/// AMPS and before linux-6's latest fidelity changes).
 #[test]
-#[ignore = "does not hold yet: 0.867x linux-6"]
 fn regression_programs_beside_a_lone_service_on_four_classes() {
     let case = Case {
         machine: MachineSpec {
