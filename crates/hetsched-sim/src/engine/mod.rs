@@ -421,19 +421,31 @@ impl<'a> Simulation<'a> {
             self.queued_behind = false;
             // Only idle cores some waiting thread may run on can pull anything: with threads
             // pinned to a few cores of a large machine, trying every idle core was quadratic.
+            // A policy that promised work conservation ([`Policy::conserves_work_for`]) and keeps
+            // a waiting thread from an idle core is asked too, once a settle: the kernel's idle
+            // balance ran the AMPS balancer the same way.
             let mut wanted = CpuSet::new();
+            let mut movable = CpuSet::new();
             for b in self.queued.iter() {
                 for t in self.queues[b].threads() {
                     wanted.union_with(&self.obs[t].allowed);
+                    movable.union_with(&self.obs[t].user_allowed);
                 }
             }
             let idle: Vec<CoreId> = self
                 .idle
-                .iter_intersection(&wanted)
+                .iter_intersection(&movable)
                 .filter(|&c| self.core_obs[c].runnable == 0)
                 .collect();
             for c in idle {
-                self.newidle_pull(c);
+                if wanted.contains(c) {
+                    self.newidle_pull(c);
+                }
+                if self.queues[c].is_empty() && !notified.contains(c) && self.breach_at(c) {
+                    notified.insert(c);
+                    self.with_policy(|p, view, out| p.on_core_idle(view, c, out));
+                    self.check_conserving(Some(c));
+                }
             }
             if self.need_pick.is_empty() {
                 break;

@@ -81,6 +81,22 @@ impl<'a> Simulation<'a> {
         }
     }
 
+    /// Whether idle core `c` is kept from a thread waiting behind another that the policy promised
+    /// not to keep waiting ([`Policy::conserves_work_for`]).
+    pub(super) fn breach_at(&self, c: hetsched_core::CoreId) -> bool {
+        let view = View {
+            now_ns: self.now,
+            topology: self.topo,
+            threads: self.obs.as_slice(),
+            cores: self.core_obs.as_slice(),
+        };
+        let policy = &self.policy;
+        hetsched_core::observe::idle_beside_waiting(&view, Some(c), |t, c| {
+            policy.conserves_work_for(&view, t, c)
+        })
+        .is_some()
+    }
+
     /// A thread moved to another data fragment: the application's hint (Pinter section 4.1: the
     /// current and next DF, "whenever it changes DFs"), answered by the policy at once.
     pub(super) fn hint_fragment_change(&mut self, t: ThreadId, before: Option<u64>) {

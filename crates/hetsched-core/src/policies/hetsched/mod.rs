@@ -129,8 +129,6 @@ pub fn part_for(shape: Shape, t: &ThreadObs, app_threads: u32, grouped_apps: u32
     let whole_process = app_threads >= 2 && grouped_apps >= 2 && (shape.asymmetric || shape.numa);
     if whole_process {
         Part::Processes
-    } else if shape.asymmetric && app_threads >= 2 {
-        Part::Backend
     } else if shape.asymmetric {
         Part::Amps
     } else if shape.shared_fpu {
@@ -462,7 +460,10 @@ impl Policy for Hetsched {
             self.benefit.observe(view, ours);
             self.benefit.swaps(
                 view,
-                |t| ours(t) && !amps_moved.contains(&t.id),
+                // A thread of a multi-threaded process waits for its siblings at every barrier:
+                // its own gain from a faster core is not its process's, so only single-threaded
+                // processes swap.
+                |t| ours(t) && !amps_moved.contains(&t.id) && per_app.get(&t.app) == Some(&1),
                 |t| per_app.get(&t.app) == Some(&1),
                 out,
                 &mut self.page_moves,

@@ -139,8 +139,8 @@ fn each_thread_goes_to_the_part_its_situation_calls_for() {
     assert_eq!(part_for(smp, &hinted, 1, 0), Part::Fragments);
     // Two multi-threaded processes on an asymmetric machine: Ding's whole processes.
     assert_eq!(part_for(amp, &t, 4, 2), Part::Processes);
-    // One multi-threaded process: the backend keeps its barrier-coupled threads moving.
-    assert_eq!(part_for(amp, &t, 4, 1), Part::Backend);
+    // One multi-threaded process: AMPS's capacity-proportional balance, faster-core-first.
+    assert_eq!(part_for(amp, &t, 4, 1), Part::Amps);
     // A single-threaded process: AMPS with benefit swaps.
     assert_eq!(part_for(amp, &t, 1, 2), Part::Amps);
     // One speed, shared FPUs: BulldOver, threads of multi-threaded processes too.
@@ -439,8 +439,8 @@ fn data_fragment_hints_group_threads_on_one_cpu() {
     assert_eq!(s.threads[ids[3].index()].allowed, s.topo.all_cores());
 }
 
-/// A process that gains a second thread leaves AMPS as if its thread had exited; once a second
-/// multi-threaded process exists, both run whole.
+/// A process that gains a second thread stays with AMPS while it is the only multi-threaded one;
+/// once a second multi-threaded process exists, both run whole.
 #[test]
 fn a_thread_changes_part_when_its_process_does() {
     let mut s = Bench::new("ding-4f12s");
@@ -449,11 +449,7 @@ fn a_thread_changes_part_when_its_process_does() {
     assert_eq!(p.part_of(a), Some(Part::Amps));
     s.start(&mut p, 0, 5, COMPUTE);
     s.period(&mut p);
-    assert_eq!(
-        p.part_of(a),
-        Some(Part::Backend),
-        "one multi-threaded process"
-    );
+    assert_eq!(p.part_of(a), Some(Part::Amps), "one multi-threaded process");
     let c = s.start(&mut p, 1, 6, COMPUTE);
     s.start(&mut p, 1, 7, COMPUTE);
     s.period(&mut p);
@@ -462,5 +458,5 @@ fn a_thread_changes_part_when_its_process_does() {
     s.threads[c.index()].state = ThreadState::Exited;
     s.period(&mut p);
     assert_eq!(p.part_of(c), None, "an exited thread has no part");
-    assert_eq!(p.part_of(a), Some(Part::Backend));
+    assert_eq!(p.part_of(a), Some(Part::Amps));
 }
