@@ -254,14 +254,14 @@ fn wall_times(out: &str) -> Vec<f64> {
 }
 
 /// Run `programs` together (under `hetsched run --policy` unless the policy is the kernel's),
-/// `runs` times; the shortest case time (its last program's), s.
+/// `runs` times; the shortest and the longest case time (its last program's), s.
 fn measure(
     programs: &[Program],
     policy: &str,
     runs: u32,
     work_bin: &Path,
     me: &Path,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<(f64, f64)> {
     let script = programs
         .iter()
         .map(|p| {
@@ -276,7 +276,7 @@ fn measure(
         .collect::<Vec<_>>()
         .join(" ")
         + " wait";
-    let mut best = f64::INFINITY;
+    let (mut best, mut worst) = (f64::INFINITY, 0.0f64);
     for _ in 0..runs.max(1) {
         let mut cmd = if policy == linux_default::NAME {
             let mut c = Command::new("sh");
@@ -299,23 +299,25 @@ fn measure(
                 programs.len()
             );
         }
-        best = best.min(times.iter().copied().fold(0.0, f64::max));
+        let t = times.iter().copied().fold(0.0, f64::max);
+        best = best.min(t);
+        worst = worst.max(t);
     }
-    Ok(best)
+    Ok((best, worst))
 }
 
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-/// Solo runs pinned to CPU 0 (never the emulated one): seconds per unit of each kind of work.
+/// Solo runs before any CPU is made slow, placed by the kernel as the live cases are: seconds per
+/// unit of each kind of work.
 fn calibrate(work_bin: &Path, quick: bool, runs: u32) -> anyhow::Result<Calibration> {
     let k = if quick { 1 } else { 5 };
     let solo = |args: &[&str]| -> anyhow::Result<f64> {
         let mut best = f64::INFINITY;
         for _ in 0..runs.max(1) {
             let out = Command::new(work_bin)
-                .args(["--pin", "0"])
                 .args(args)
                 .stderr(Stdio::null())
                 .output()?;
@@ -469,7 +471,10 @@ struct CaseJson {
     /// The kernel-alone time over this policy's, measured and predicted (1 for the kernel).
     measured_speedup: f64,
     predicted_speedup: f64,
-    /// Both speedups on the same side of 1 (within 2%, which is noise here).
+    /// The run-to-run spread of this case under the kernel alone (longest over shortest run, less
+    /// 1, at least 2%): a measured speedup within it has no direction.
+    noise: f64,
+    /// Both speedups on the same side of 1, each within its noise counting as no change.
     direction_agrees: bool,
 }
 
@@ -493,10 +498,10 @@ struct ValidateJson {
 /// Speedups within this of 1 count as "no change" on both sides.
 const NOISE: f64 = 0.02;
 
-fn side(s: f64) -> i8 {
-    if s > 1.0 + NOISE {
+fn side(s: f64, noise: f64) -> i8 {
+    if s > 1.0 + noise {
         1
-    } else if s < 1.0 - NOISE {
+    } else if s < 1.0 - noise {
         -1
     } else {
         0
@@ -517,16 +522,16 @@ pub fn run_validate(args: &ValidateArgs) -> anyhow::Result<()> {
             "validate needs at least 2 online CPUs".to_string(),
         ));
     }
-    if !online.contains(&args.slow) || args.slow == 0 {
+    if !online.contains(&args.slow) {
         return Err(bad_input(format!(
-            "--slow {}: not an online CPU other than 0 (CPU 0 calibrates)",
+            "--slow {}: not an online CPU (online: {online:?})",
             args.slow
         )));
     }
     let work_bin = sibling("hetsched-work")?;
     let me = std::env::current_exe()?;
     let runs = if args.quick { 1 } else { args.runs.max(1) };
-    eprintln!("validate: calibrating on CPU 0 ...");
+    eprintln!("validate: calibrating (solo runs, no CPU slowed) ...");
     let cal = calibrate(&work_bin, args.quick, runs)?;
     let plain = d.topology.clone();
     let emulated_text =
@@ -560,16 +565,19 @@ pub fn run_validate(args: &ValidateArgs) -> anyhow::Result<()> {
                 let w = Workload::parse(&twin_toml(&case.programs, &cal, rate), "twin", topo)
                     .map_err(|e| anyhow::anyhow!("twin of {}: {e}", case.name))?;
                 let mut kernel = (0.0, 0.0);
+                let mut noise = NOISE;
                 for policy in POLICIES {
                     eprintln!(
                         "validate: {} · {} · {policy}",
                         case.name,
                         if is_emulated { "emulated" } else { "as is" }
                     );
-                    let measured = measure(&case.programs, policy, runs, &work_bin, &me)?;
+                    let (measured, slowest) =
+                        measure(&case.programs, policy, runs, &work_bin, &me)?;
                     let predicted = simulate(topo, &w, policy, args.seeds)?;
                     if policy == linux_default::NAME {
                         kernel = (measured, predicted);
+                        noise = (slowest / measured - 1.0).max(NOISE);
                     }
                     let (ms, ps) = (kernel.0 / measured, kernel.1 / predicted);
                     let error = (predicted - measured) / measured;
@@ -583,7 +591,8 @@ pub fn run_validate(args: &ValidateArgs) -> anyhow::Result<()> {
                         within_goal: error.abs() <= GOAL,
                         measured_speedup: ms,
                         predicted_speedup: ps,
-                        direction_agrees: side(ms) == side(ps),
+                        noise,
+                        direction_agrees: side(ms, noise) == side(ps, NOISE),
                     });
                 }
             }
@@ -704,8 +713,9 @@ mod tests {
 
     #[test]
     fn speedups_within_noise_have_no_direction() {
-        assert_eq!(side(1.01), 0);
-        assert_eq!(side(1.05), 1);
-        assert_eq!(side(0.9), -1);
+        assert_eq!(side(1.01, NOISE), 0);
+        assert_eq!(side(1.05, NOISE), 1);
+        assert_eq!(side(1.05, 0.06), 0);
+        assert_eq!(side(0.9, NOISE), -1);
     }
 }
