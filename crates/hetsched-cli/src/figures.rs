@@ -29,6 +29,16 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(0x88, 0x22, 0x55), // wine
     RGBColor(0xF0, 0xE4, 0x42), // yellow
 ];
+/// Colours for series that are not policies (variants, placements, measurements): Paul Tol's
+/// "muted" scheme (colour-blind safe), none of them a policy's colour.
+const OTHERS: [RGBColor; 6] = [
+    RGBColor(0x33, 0x22, 0x88), // indigo
+    RGBColor(0x44, 0xAA, 0x99), // teal
+    RGBColor(0x99, 0x99, 0x33), // olive
+    RGBColor(0xAA, 0x44, 0x99), // purple
+    RGBColor(0xDD, 0xCC, 0x77), // sand
+    RGBColor(0x66, 0x11, 0x00), // brown
+];
 /// The baseline's colour: grey, so the policies stand out against it.
 const BASELINE_GREY: RGBColor = RGBColor(0x99, 0x99, 0x99);
 /// Colour of paper marks, whiskers and reference lines.
@@ -47,19 +57,13 @@ pub fn policy_color(name: &str) -> Option<RGBColor> {
     })
 }
 
-/// Colours for a figure's series: each policy its own, the other series the palette's colours
-/// that no policy of this figure uses, in order.
+/// Colours for a figure's series: each policy its own, the other series colours no policy has,
+/// in order.
 pub fn series_colors(series: &[String]) -> Vec<RGBColor> {
-    let fixed: Vec<Option<RGBColor>> = series.iter().map(|s| policy_color(s)).collect();
-    let taken = fixed.clone();
-    let mut free = PALETTE
+    let mut others = OTHERS.iter().copied().cycle();
+    series
         .iter()
-        .copied()
-        .filter(move |c| !taken.contains(&Some(*c)))
-        .cycle();
-    fixed
-        .into_iter()
-        .map(|c| c.unwrap_or_else(|| free.next().unwrap_or(INK)))
+        .map(|s| policy_color(s).unwrap_or_else(|| others.next().unwrap_or(INK)))
         .collect()
 }
 
@@ -203,7 +207,10 @@ pub fn bar_figure_svg(f: &Figure) -> String {
             .map(|g| text_px(&g.label, 12.0))
             .fold(0.0, f64::max);
         let per_group = (label_px + 14.0).max(k as f64 * 18.0 + 22.0);
-        let width = (n as f64 * per_group + 130.0).clamp(620.0, 2400.0);
+        // Wide enough for the bars and for the caption.
+        let width = (n as f64 * per_group + 130.0)
+            .max(text_px(&caption, 19.0) * 0.9 + 40.0)
+            .clamp(620.0, 2400.0);
         let entries: Vec<(String, RGBColor)> =
             series.iter().cloned().zip(colors.iter().copied()).collect();
         let has_paper = f
@@ -623,9 +630,13 @@ mod tests {
             "static best".into(),
         ]);
         assert_eq!(Some(c[0]), policy_color("numa-amp"));
-        assert_ne!(c[1], c[0]);
-        assert_ne!(c[2], c[0]);
         assert_ne!(c[1], c[2]);
+        // A series that is not a policy never takes a policy's colour.
+        for other in &c[1..] {
+            assert!(REGISTRY
+                .iter()
+                .all(|p| policy_color(p.name) != Some(*other)));
+        }
         assert_eq!(policy_color("linux-default"), Some(BASELINE_GREY));
     }
 
