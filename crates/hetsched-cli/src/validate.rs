@@ -410,7 +410,7 @@ fn twin_toml(programs: &[Program], cal: &Calibration, rate: f64) -> String {
     t
 }
 
-/// Simulated seconds of one instruction at CPI 1 on the machine's fastest core, from a solo run.
+/// Instructions per simulated second at CPI 1 on the machine's fastest core, from a solo run.
 fn instructions_per_second(topo: &Topology) -> anyhow::Result<f64> {
     let w = Workload::parse(
         "name = \"probe\"\n[[apps]]\nname = \"probe\"\n[[apps.threads]]\ncount = 1\n[[apps.threads.phases]]\ninstructions = 1e9\ncpi = 1.0\n",
