@@ -99,6 +99,9 @@ pub struct ThreadObs {
     /// The core it runs on, or last ran on (or was queued on).
     pub cpu: Option<CoreId>,
     pub counters: Counters,
+    /// What its LLC misses did to the cache (Ding et al. equation 5). Written at every bill beside
+    /// the counters, so it follows them on the next cache line.
+    pub llc_traffic: LlcTraffic,
     pub id: ThreadId,
     pub app: AppId,
     /// Where it may run: the user's mask intersected with the policy's last placement.
@@ -107,10 +110,6 @@ pub struct ThreadObs {
     pub user_allowed: CpuSet,
     /// Resident bytes per NUMA node that this thread brought in (AMPS section 2.4.2).
     pub resident_bytes: Vec<u64>,
-    /// LLC misses served by each node's memory, cumulative: the access heat of the thread's pages
-    /// per node (Ding et al. section 3.3.2, sticky pages). All zero on a one-node machine.
-    pub node_accesses: Vec<f64>,
-    pub llc_traffic: LlcTraffic,
     /// The data fragment the thread works on, when the application says (Pinter section 4).
     pub data_fragment: Option<u64>,
     /// The thread's architectural signature (HASS section 3), when its binary or the application
@@ -129,7 +128,6 @@ impl Clone for ThreadObs {
             allowed: self.allowed.clone(),
             user_allowed: self.user_allowed.clone(),
             resident_bytes: self.resident_bytes.clone(),
-            node_accesses: self.node_accesses.clone(),
             llc_traffic: self.llc_traffic,
             data_fragment: self.data_fragment,
             signature: self.signature.clone(),
@@ -147,7 +145,6 @@ impl Clone for ThreadObs {
         self.allowed.clone_from(&source.allowed);
         self.user_allowed.clone_from(&source.user_allowed);
         self.resident_bytes.clone_from(&source.resident_bytes);
-        self.node_accesses.clone_from(&source.node_accesses);
         self.llc_traffic = source.llc_traffic;
         self.data_fragment = source.data_fragment;
         self.signature.clone_from(&source.signature);
@@ -167,7 +164,6 @@ impl ThreadObs {
             allowed: user_allowed.clone(),
             user_allowed,
             resident_bytes: vec![0; nodes],
-            node_accesses: vec![0.0; nodes],
             llc_traffic: LlcTraffic::default(),
             data_fragment: None,
             signature: None,
@@ -270,5 +266,7 @@ mod tests {
         assert!(end_of_counters - base <= 64, "{}", end_of_counters - base);
         assert!((&raw const t.state as usize) - base < 64);
         assert!((&raw const t.cpu as usize) - base < 64);
+        let end_of_traffic = &raw const t.llc_traffic as usize + size_of::<LlcTraffic>();
+        assert!(end_of_traffic - base <= 128, "{}", end_of_traffic - base);
     }
 }

@@ -1,6 +1,10 @@
 //! Engine throughput: the default scenario, and one simulated second of the scale run (1,024
-//! cores, 16,384 threads, 4 ms quantum). The full 60 s scale figure comes from
-//! `hetsched simulate --machine scale-1024 --workload scale-16k --duration 60 --json` (engine.*).
+//! cores, 16,384 threads, 4 ms quantum) beside the yardstick's second of the same scenario (the
+//! least an event simulation of it must do, `support/yardstick.rs`). The 60 s figures, their
+//! ratio and the policies' are the `scale` benchmark's.
+
+#[path = "support/yardstick.rs"]
+mod yardstick;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use hetsched_core::policies::linux_default::NAME as LINUX_DEFAULT;
@@ -34,6 +38,14 @@ fn bench(c: &mut Criterion) {
             };
             simulate(&big, &scale, policy_by_name(LINUX_DEFAULT).unwrap(), cfg)
         });
+    });
+    let y = yardstick::run(&big, &scale, 4_000_000, 1_000_000_000);
+    eprintln!(
+        "yardstick: {} quantum ends, {:.3e} instructions in one simulated second",
+        y.events, y.instructions
+    );
+    g.bench_function("yardstick/scale-1024/scale-16k/1s", |b| {
+        b.iter(|| yardstick::run(&big, &scale, 4_000_000, 1_000_000_000));
     });
     g.finish();
 }

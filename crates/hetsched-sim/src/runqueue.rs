@@ -34,6 +34,8 @@ pub struct RunQueue {
     keys: Vec<Key>,
     /// The least key, or `Key::MAX` when empty.
     min: Key,
+    /// Where the least key is in `keys` (0 when empty).
+    min_pos: usize,
 }
 
 impl RunQueue {
@@ -42,6 +44,7 @@ impl RunQueue {
         Self {
             keys: Vec::new(),
             min: Key::MAX,
+            min_pos: 0,
         }
     }
 
@@ -77,7 +80,10 @@ impl RunQueue {
     pub fn push(&mut self, vruntime: i64, thread: ThreadId) {
         let k = key(vruntime, thread);
         self.keys.push(k);
-        self.min = self.min.min(k);
+        if k < self.min {
+            self.min = k;
+            self.min_pos = self.keys.len() - 1;
+        }
     }
 
     /// Remove and return the thread with the least (vruntime, id).
@@ -86,9 +92,8 @@ impl RunQueue {
             return None;
         }
         let first = self.min;
-        let pos = self.keys.iter().position(|&k| k == first)?;
-        self.keys.swap_remove(pos);
-        self.min = least(&self.keys);
+        self.keys.swap_remove(self.min_pos);
+        self.find_least();
         Some(thread_of(first))
     }
 
@@ -97,7 +102,10 @@ impl RunQueue {
         let pos = self.keys.iter().position(|&k| thread_of(k) == thread)?;
         let k = self.keys.swap_remove(pos);
         if k == self.min {
-            self.min = least(&self.keys);
+            self.find_least();
+        } else if self.min_pos == self.keys.len() {
+            // The least key was last: swap_remove moved it into the freed slot.
+            self.min_pos = pos;
         }
         Some(vruntime_of(k))
     }
@@ -107,15 +115,32 @@ impl RunQueue {
         self.keys.iter().map(|&k| (vruntime_of(k), thread_of(k)))
     }
 
+    /// The packed keys themselves (to prefetch them).
+    #[inline]
+    pub(crate) fn keys(&self) -> &[u128] {
+        &self.keys
+    }
+
     /// The queued threads, in no particular order.
     pub fn threads(&self) -> impl DoubleEndedIterator<Item = ThreadId> + '_ {
         self.keys.iter().map(|&k| thread_of(k))
     }
 }
 
-#[inline]
-fn least(keys: &[Key]) -> Key {
-    keys.iter().copied().fold(Key::MAX, Key::min)
+impl RunQueue {
+    /// Set `min` and `min_pos` from the keys.
+    #[inline]
+    fn find_least(&mut self) {
+        let (mut min, mut pos) = (Key::MAX, 0);
+        for (i, &k) in self.keys.iter().enumerate() {
+            if k < min {
+                min = k;
+                pos = i;
+            }
+        }
+        self.min = min;
+        self.min_pos = pos;
+    }
 }
 
 #[cfg(test)]
@@ -133,6 +158,41 @@ mod tests {
         assert_eq!(order, vec![9, 4, 7, 2, 0, 1]);
         assert!(q.is_empty());
         assert_eq!(q.min_vruntime(), i64::MAX);
+    }
+
+    proptest::proptest! {
+        /// Any mix of pushes, pops and removals gives what an ordered set of (vruntime, id) gives:
+        /// the same least entry after every step and the same pops.
+        #[test]
+        fn agrees_with_an_ordered_set(
+            ops in proptest::collection::vec((0u8..3, -50i64..50, 0u32..24), 0..200)
+        ) {
+            let mut q = RunQueue::new();
+            let mut model = std::collections::BTreeSet::new();
+            for (op, vr, id) in ops {
+                let t = ThreadId(id);
+                match op {
+                    0 if !model.iter().any(|&(_, x)| x == id) => {
+                        q.push(vr, t);
+                        model.insert((vr, id));
+                    }
+                    1 => {
+                        let want = model.pop_first().map(|(_, x)| ThreadId(x));
+                        proptest::prop_assert_eq!(q.pop_first(), want);
+                    }
+                    _ => {
+                        let want = model.iter().find(|&&(_, x)| x == id).copied();
+                        if let Some(e) = want {
+                            model.remove(&e);
+                        }
+                        proptest::prop_assert_eq!(q.remove(t), want.map(|(v, _)| v));
+                    }
+                }
+                let first = model.first().map(|&(v, x)| (v, ThreadId(x)));
+                proptest::prop_assert_eq!(q.first(), first);
+                proptest::prop_assert_eq!(q.len(), model.len());
+            }
+        }
     }
 
     #[test]

@@ -58,28 +58,23 @@ impl MissCurve {
     /// Misses per kilo-instruction with `cache_bytes` of cache.
     #[inline]
     pub fn mpki(&self, cache_bytes: f64) -> f64 {
-        let x = fast_log2(cache_bytes.max(CURVE_MIN_BYTES as f64) / CURVE_MIN_BYTES as f64);
+        self.prepared().mpki(cache_bytes)
+    }
+
+    /// The curve with what does not depend on the cache size worked out once, for a caller that
+    /// evaluates it at every rate change (the simulator's hot path).
+    pub fn prepared(&self) -> PreparedCurve<'_> {
         match self {
             MissCurve::Knee {
                 mpki_max,
                 mpki_min,
                 ws_bytes,
-            } => {
-                let span = fast_log2(*ws_bytes as f64 / CURVE_MIN_BYTES as f64);
-                if span <= 0.0 || x >= span {
-                    *mpki_min
-                } else {
-                    mpki_max + (mpki_min - mpki_max) * (x / span)
-                }
-            }
-            MissCurve::Table { mpki } => {
-                let i = x.floor() as usize;
-                if i + 1 >= mpki.len() {
-                    return *mpki.last().unwrap_or(&0.0);
-                }
-                let f = x - i as f64;
-                mpki[i] + (mpki[i + 1] - mpki[i]) * f
-            }
+            } => PreparedCurve::Knee {
+                mpki_max: *mpki_max,
+                mpki_min: *mpki_min,
+                span: fast_log2(*ws_bytes as f64 / CURVE_MIN_BYTES as f64),
+            },
+            MissCurve::Table { mpki } => PreparedCurve::Table(mpki),
         }
     }
 
@@ -94,6 +89,51 @@ impl MissCurve {
                     .position(|&m| (m - last).abs() <= 1e-9 * (1.0 + last))
                     .unwrap_or(0);
                 CURVE_MIN_BYTES << i
+            }
+        }
+    }
+}
+
+/// A [`MissCurve`] ready to evaluate ([`MissCurve::prepared`]): the same values, bit for bit.
+#[derive(Clone, Copy, Debug)]
+pub enum PreparedCurve<'a> {
+    /// A knee curve with log2(working set / 16 KiB), the span of its slope, computed.
+    Knee {
+        /// Misses per kilo-instruction with 16 KiB or less.
+        mpki_max: f64,
+        /// Misses per kilo-instruction once the working set fits.
+        mpki_min: f64,
+        /// log2(working set / 16 KiB).
+        span: f64,
+    },
+    /// A table curve.
+    Table(&'a [f64]),
+}
+
+impl PreparedCurve<'_> {
+    /// Misses per kilo-instruction with `cache_bytes` of cache.
+    #[inline]
+    pub fn mpki(&self, cache_bytes: f64) -> f64 {
+        let x = fast_log2(cache_bytes.max(CURVE_MIN_BYTES as f64) / CURVE_MIN_BYTES as f64);
+        match *self {
+            PreparedCurve::Knee {
+                mpki_max,
+                mpki_min,
+                span,
+            } => {
+                if span <= 0.0 || x >= span {
+                    mpki_min
+                } else {
+                    mpki_max + (mpki_min - mpki_max) * (x / span)
+                }
+            }
+            PreparedCurve::Table(mpki) => {
+                let i = x.floor() as usize;
+                if i + 1 >= mpki.len() {
+                    return *mpki.last().unwrap_or(&0.0);
+                }
+                let f = x - i as f64;
+                mpki[i] + (mpki[i + 1] - mpki[i]) * f
             }
         }
     }

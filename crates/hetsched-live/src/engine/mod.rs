@@ -761,7 +761,6 @@ impl Engine {
         o.cpu = None;
         // Bounded memory: an exited thread keeps only its fixed-size record.
         o.resident_bytes = Vec::new();
-        o.node_accesses = Vec::new();
         o.signature = None;
         if let Some(j) = self.journal.as_mut() {
             j.forget(tid);

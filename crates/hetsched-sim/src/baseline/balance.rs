@@ -41,11 +41,14 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
     let mut failed = vec![false; n];
     let mut failures = 0;
     let mut moves = 0;
+    // Each core's load per capacity, updated move by move (the scans below read it n times a
+    // step).
+    let mut pc: Vec<f64> = (0..n).map(|c| per_cap(&load, c)).collect();
     while failures < MAX_FAILED_DESTINATIONS && moves < 2 * n {
         let Some(&c) = order
             .iter()
             .filter(|&&c| !failed[c])
-            .min_by(|&&x, &&y| per_cap(&load, x).total_cmp(&per_cap(&load, y)))
+            .min_by(|&&x, &&y| pc[x].total_cmp(&pc[y]))
         else {
             break;
         };
@@ -64,18 +67,24 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
         };
         let target = after_pull(&load, c);
         let mut candidates: Vec<usize> = (0..n)
-            .filter(|&b| per_cap(&load, b) > target && !rq.queues[CoreId::from_index(b)].is_empty())
+            .filter(|&b| pc[b] > target && !rq.queues[CoreId::from_index(b)].is_empty())
             .collect();
         if candidates.is_empty() {
             break;
         }
-        candidates.sort_by(|&x, &y| {
-            per_cap(&load, y)
-                .total_cmp(&per_cap(&load, x))
-                .then(near(x).cmp(&near(y)))
-                .then(x.cmp(&y))
-        });
-        candidates.truncate(MAX_SOURCES_TRIED);
+        // The first few in (load desc, nearness, index) order: a total order, so selecting them
+        // before sorting gives the sorted list's head without sorting every candidate.
+        let order = |x: &usize, y: &usize| {
+            pc[*y]
+                .total_cmp(&pc[*x])
+                .then(near(*x).cmp(&near(*y)))
+                .then(x.cmp(y))
+        };
+        if candidates.len() > MAX_SOURCES_TRIED {
+            candidates.select_nth_unstable_by(MAX_SOURCES_TRIED - 1, order);
+            candidates.truncate(MAX_SOURCES_TRIED);
+        }
+        candidates.sort_unstable_by(order);
         let to = CoreId::from_index(c);
         let pick = candidates.into_iter().find_map(|b| {
             movable(rq.waiting(CoreId::from_index(b)), |t| {
@@ -88,6 +97,8 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
                 port.move_thread(t, to);
                 load[b] -= 1;
                 load[c] += 1;
+                pc[b] = per_cap(&load, b);
+                pc[c] = per_cap(&load, c);
                 moves += 1;
             }
             None => {

@@ -34,6 +34,9 @@ impl<'a> Simulation<'a> {
             done: false,
         });
         let nodes = self.topo.nodes().len();
+        for heat in &mut self.app_heat {
+            heat.push(0.0);
+        }
         for (g, group) in spec.threads.iter().enumerate() {
             for _ in 0..group.count {
                 let id = self.threads.push(SimThread {

@@ -253,7 +253,8 @@ impl<'a> Simulation<'a> {
         let Some(t) = self.cores[c].current else {
             return;
         };
-        let phase = self.phase_of(t);
+        let info = self.phase_info(t);
+        let (phase, curve) = (info.phase, info.curve);
         let core = &self.cores[c];
         let share = match core.llc {
             Some(l) => {
@@ -266,7 +267,7 @@ impl<'a> Simulation<'a> {
         let mpki = if share == core.cur_share {
             core.cur_mpki
         } else {
-            phase.miss.mpki(share)
+            curve.mpki(share)
         };
         let mut fpu_slow = 1.0;
         if phase.fp_fraction > 0.0 {
@@ -289,9 +290,7 @@ impl<'a> Simulation<'a> {
         let mut l2_mpki = 0.0;
         if let Some(l2) = core.l2 {
             let st = &self.shared_l2s[l2];
-            l2_mpki = phase
-                .miss
-                .mpki(perf::llc_share(core.cur_l2_ws, st.sum_ws, st.capacity));
+            l2_mpki = curve.mpki(perf::llc_share(core.cur_l2_ws, st.sum_ws, st.capacity));
             ns += perf::shared_cache_penalty_ns(l2_mpki, core.cur_l2_alone, st.next_latency_ns);
         }
         let core = &mut self.cores[c];

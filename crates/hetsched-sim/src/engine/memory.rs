@@ -14,7 +14,7 @@ impl<'a> Simulation<'a> {
         let lat = self.mem_latency(t, c);
         let l2_alone = self.cores[c]
             .l2
-            .map_or(0.0, |l2| info.phase.miss.mpki(self.shared_l2s[l2].capacity));
+            .map_or(0.0, |l2| info.curve.mpki(self.shared_l2s[l2].capacity));
         let core = &mut self.cores[c];
         core.cur_l2_alone = l2_alone;
         core.cur_lat = lat;
@@ -63,12 +63,13 @@ impl<'a> Simulation<'a> {
             let app = &self.apps[th.app];
             (app.total_bytes > 0.0).then_some((&app.bytes_per_node, app.total_bytes))
         };
+        let heat = &mut self.app_heat;
+        let a = th.app.index();
         match spread {
             Some((per_node, total)) => {
-                let obs = &mut self.obs[t];
                 for (n, &b) in per_node.iter().enumerate() {
                     let share = lines * b / total;
-                    obs.node_accesses[n] += share;
+                    heat[n][a] += share;
                     if queued {
                         self.node_traffic[n] += share * line;
                     }
@@ -76,7 +77,7 @@ impl<'a> Simulation<'a> {
             }
             None => {
                 let node = self.obs[t].cpu.map_or(0, |c| self.cores[c].node);
-                self.obs[t].node_accesses[node] += lines;
+                heat[node][a] += lines;
                 if queued {
                     self.node_traffic[node] += lines * line;
                 }
@@ -170,14 +171,7 @@ impl<'a> Simulation<'a> {
         }
         // Access heat per node of the application's pages.
         let nodes = self.latency.len();
-        let mut heat = vec![0.0; nodes];
-        for (th, obs) in self.threads.iter().zip(&self.obs) {
-            if th.app == a {
-                for (h, x) in heat.iter_mut().zip(&obs.node_accesses) {
-                    *h += x;
-                }
-            }
-        }
+        let heat: Vec<f64> = self.app_heat.iter().map(|h| h[a.index()]).collect();
         let mut sources: Vec<usize> = (0..nodes)
             .filter(|&n| n != to && self.apps[a].bytes_per_node[n] > 0.0)
             .collect();

@@ -94,6 +94,10 @@ pub const MIN_GRANULARITY_NS: u64 = 750_000;
 /// How many cores ahead the tick's billing loop prefetches thread state.
 const PREFETCH_AHEAD: usize = 4;
 
+/// How many cores ahead it prefetches what it finds through that state (the threads' process's
+/// memory heat), once the state has arrived.
+const PREFETCH_THROUGH: usize = 2;
+
 /// Most Gantt segments kept; later ones are dropped (the report says so).
 pub const GANTT_MAX_SEGMENTS: usize = 200_000;
 
@@ -146,6 +150,11 @@ pub struct Simulation<'a> {
     bandwidth_model: bool,
     /// Bytes each node's memory served since the last tick.
     node_traffic: Vec<f64>,
+    /// LLC misses each node's memory served for each application instance, cumulative,
+    /// `[node][instance]`: the access heat of the instance's pages per node (Ding et al. section
+    /// 3.3.2, sticky pages). Node-major, because the tick bills the cores node by node and a core's
+    /// misses mostly go to its own node. Empty on a one-node machine.
+    app_heat: Vec<Vec<f64>>,
     /// Each node's current queueing delay, ns.
     queue_delay_ns: Vec<f64>,
     page_moves: Vec<PageMove>,
@@ -231,6 +240,11 @@ impl<'a> Simulation<'a> {
             base_latency: latency.clone(),
             latency,
             node_traffic: vec![0.0; bandwidth.len()],
+            app_heat: if bandwidth.len() > 1 {
+                vec![Vec::new(); bandwidth.len()]
+            } else {
+                Vec::new()
+            },
             queue_delay_ns: vec![0.0; bandwidth.len()],
             bandwidth,
             bandwidth_model,
@@ -505,10 +519,21 @@ impl<'a> Simulation<'a> {
             if let Some(t) = core.current {
                 prefetch(&self.threads[t]);
                 prefetch(&self.obs[t].counters);
+                prefetch(&self.obs[t].llc_traffic);
             }
             if let Some((_, t)) = self.queues[ahead].first() {
                 prefetch(&self.threads[t]);
                 prefetch(&self.obs[t].counters);
+                prefetch(&self.queues[ahead].keys()[0]);
+            }
+        }
+        let through = CoreId(c.0 + PREFETCH_THROUGH as u32);
+        if let (Some(core), false) = (self.cores.get(through), self.app_heat.is_empty()) {
+            let heat = &self.app_heat[core.node];
+            for t in core.current.into_iter().chain(self.queues[through].first().map(|f| f.1)) {
+                if let Some(h) = heat.get(self.threads[t].app.index()) {
+                    prefetch(h);
+                }
             }
         }
         let Some(cur) = self.cores[c].current else {

@@ -3,7 +3,7 @@
 
 use super::NS_PER_S;
 use crate::perf;
-use crate::workload::{Phase, Workload};
+use crate::workload::{Phase, PreparedCurve, Workload};
 use hetsched_core::{AppId, CoreId, IdVec, LlcId, ThreadId, Topology};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -14,6 +14,8 @@ use std::collections::{BTreeMap, VecDeque};
 pub(crate) struct SimThread {
     /// The current phase: an index into `Simulation::phases`.
     pub(crate) cur: u32,
+    /// Its process (read at every bill on a NUMA machine: the heat of the process's pages).
+    pub(crate) app: AppId,
     pub(crate) remaining: f64,
     pub(crate) penalty_ns: f64,
     /// Virtual runtime, integer ns (billing is in whole ns, so integers are exact and compare
@@ -24,7 +26,6 @@ pub(crate) struct SimThread {
     pub(crate) total_bytes: f64,
     pub(crate) warm_llc: Option<LlcId>,
     // Cold fields.
-    pub(crate) app: AppId,
     pub(crate) group: usize,
     pub(crate) phase: usize,
     pub(crate) iter: u32,
@@ -92,6 +93,8 @@ pub(crate) struct SharedL2 {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PhaseInfo<'a> {
     pub(crate) phase: &'a Phase,
+    /// Its miss curve, ready to evaluate at every rate change.
+    pub(crate) curve: PreparedCurve<'a>,
     /// Time per instruction alone on the fastest core (fairness metric).
     pub(crate) ideal_ns_per_instr: f64,
     /// LLC references per kilo-instruction (the miss curve's value at the smallest cache).
@@ -262,6 +265,7 @@ pub(crate) fn build_phases<'a>(
             bases.push(phases.len() as u32);
             phases.extend(group.phases.iter().map(|phase| PhaseInfo {
                 phase,
+                curve: phase.miss.prepared(),
                 ideal_ns_per_instr: ideal_ns_per_instr(phase, best),
                 refs_pki: phase.miss.mpki_smallest(),
                 ws_bytes: phase.miss.working_set_bytes() as f64,

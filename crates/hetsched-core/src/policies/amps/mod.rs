@@ -350,18 +350,21 @@ impl Scratch {
     /// Record the move of `t` from `s` to `d` and re-key both cores in `order`.
     fn apply_keyed(
         &mut self,
-        order: &mut BTreeSet<CoreKey>,
-        power: &[f64],
+        order: &mut Orders,
+        machine: &Machine,
         t: ThreadId,
         was_running: bool,
         s: usize,
         d: usize,
     ) {
-        order.remove(&self.key(power, s));
-        order.remove(&self.key(power, d));
+        let power = &machine.power[..];
+        for c in [s, d] {
+            order.remove(machine, c, &self.key(power, c));
+        }
         self.apply(t, was_running, s, d);
-        order.insert(self.key(power, s));
-        order.insert(self.key(power, d));
+        for c in [s, d] {
+            order.insert(machine, c, self.key(power, c));
+        }
     }
 
     /// Record the move of `t` from `s` to `d`.
@@ -378,6 +381,59 @@ impl Scratch {
         }
         self.runnable[s] -= 1;
         self.runnable[d] += 1;
+    }
+}
+
+/// The cores ordered by key ([`CoreKey`]): all of them, and (for a periodic balance) those of
+/// each LLC and of each node, kept up to date move by move so that the nearest destinations are
+/// read in order instead of sorted for every source.
+#[derive(Debug, Default)]
+struct Orders {
+    all: BTreeSet<CoreKey>,
+    /// Per LLC and per node; empty when not grouped.
+    llc: Vec<BTreeSet<CoreKey>>,
+    node: Vec<BTreeSet<CoreKey>>,
+}
+
+impl Orders {
+    /// Every core's key; per LLC and per node too when `grouped`. (A set collected from an
+    /// iterator is sorted once and built in bulk, far cheaper than inserting key by key.)
+    fn new(machine: &Machine, sc: &Scratch, grouped: bool) -> Self {
+        let power = &machine.power[..];
+        let key = |c: &u32| sc.key(power, *c as usize);
+        let mut o = Orders {
+            all: (0..power.len()).map(|c| sc.key(power, c)).collect(),
+            ..Default::default()
+        };
+        if grouped {
+            o.llc = (machine.llc_cores.iter())
+                .map(|m| m.iter().map(key).collect())
+                .collect();
+            o.node = (machine.node_cores.iter())
+                .map(|m| m.iter().map(key).collect())
+                .collect();
+        }
+        o
+    }
+
+    fn remove(&mut self, machine: &Machine, c: usize, k: &CoreKey) {
+        self.all.remove(k);
+        if let Some(set) = machine.llc[c].and_then(|l| self.llc.get_mut(l.index())) {
+            set.remove(k);
+        }
+        if let Some(set) = self.node.get_mut(machine.node[c].index()) {
+            set.remove(k);
+        }
+    }
+
+    fn insert(&mut self, machine: &Machine, c: usize, k: CoreKey) {
+        self.all.insert(k);
+        if let Some(set) = machine.llc[c].and_then(|l| self.llc.get_mut(l.index())) {
+            set.insert(k);
+        }
+        if let Some(set) = self.node.get_mut(machine.node[c].index()) {
+            set.insert(k);
+        }
     }
 }
 
@@ -455,9 +511,12 @@ impl Amps {
         if n != view.cores.len() {
             return;
         }
+        if only.is_none() && !may_move(machine, view) {
+            return;
+        }
         let sc = &mut self.scratch;
         sc.fill(view);
-        let mut order: BTreeSet<CoreKey> = (0..n).map(|c| sc.key(power, c)).collect();
+        let mut order = Orders::new(machine, sc, only.is_none());
         let mut after_order: BTreeSet<(u64, u32)> = match only {
             Some(_) => BTreeSet::new(),
             None => (0..n).map(|c| after_key(&sc.runnable, power, c)).collect(),
@@ -469,7 +528,7 @@ impl Amps {
         // faster; on a new-idle call only the core that went idle.
         let mut idle: Vec<usize> = Vec::new();
         let mut fill = |sc: &mut Scratch,
-                        order: &mut BTreeSet<CoreKey>,
+                        order: &mut Orders,
                         after_order: &mut BTreeSet<(u64, u32)>,
                         moves: &mut usize,
                         candidates: &mut Vec<(u8, CoreKey)>,
@@ -495,7 +554,7 @@ impl Amps {
                         after_order.remove(&after_key(&sc.runnable, power, c));
                     }
                 }
-                sc.apply_keyed(order, power, t, was_running, s, d);
+                sc.apply_keyed(order, machine, t, was_running, s, d);
                 if only.is_none() {
                     for c in [s, d] {
                         after_order.insert(after_key(&sc.runnable, power, c));
@@ -521,7 +580,7 @@ impl Amps {
                 let d = d.index();
                 let after = scaled_load(sc.runnable[d] + 1, power[d]);
                 candidates.clear();
-                candidates.extend(order.iter().filter_map(|&k| {
+                candidates.extend(order.all.iter().filter_map(|&k| {
                     let s = k.2 as usize;
                     let near = machine.distance(s, d);
                     let keeps = machine.keeps_throughput(&sc.runnable, s, d);
@@ -539,7 +598,7 @@ impl Amps {
                 let Some((s, (t, was_running))) = found else {
                     return;
                 };
-                sc.apply_keyed(&mut order, power, t, was_running, s, d);
+                sc.apply_keyed(&mut order, machine, t, was_running, s, d);
                 out.push(Placement::pin(t, dst));
                 moves += 1;
                 continue 'balance;
@@ -551,7 +610,7 @@ impl Amps {
                 .first()
                 .map_or(f64::MAX, |&(a, _)| f64::from_bits(a));
             let mut decision = None;
-            for &(lk, _, sk) in order.iter().rev() {
+            for &(lk, _, sk) in order.all.iter().rev() {
                 let s = sk as usize;
                 let load = f64::from_bits(lk);
                 if !improves(min_after, load) {
@@ -585,24 +644,21 @@ impl Amps {
                     sc.movable(view, machine.numa, &self.alloc, s, dst)
                         .map(|m| (dst, m))
                 };
-                // Within the LLC and the node, the few members sorted by key; across nodes, the
-                // whole order set ascending.
-                let mut nearby = |members: &[u32], near: u8| {
-                    candidates.clear();
-                    candidates.extend(members.iter().map(|&d| (near, sc.key(power, d as usize))));
-                    candidates.sort_unstable();
-                    candidates
+                // Within the LLC, then the node, then the whole machine, each in ascending key.
+                let nearby = |members: &BTreeSet<CoreKey>, near: u8| {
+                    members
                         .iter()
-                        .take_while(|(_, k)| improves(f64::from_bits(k.0), load))
-                        .find_map(|&(_, k)| try_dest(k.2 as usize, near))
+                        .take_while(|k| improves(f64::from_bits(k.0), load))
+                        .find_map(|&k| try_dest(k.2 as usize, near))
                 };
                 let found = machine.llc[s]
-                    .and_then(|l| nearby(&machine.llc_cores[l.index()], 0))
-                    .or_else(|| nearby(&machine.node_cores[machine.node[s].index()], 1))
+                    .and_then(|l| nearby(&order.llc[l.index()], 0))
+                    .or_else(|| nearby(&order.node[machine.node[s].index()], 1))
                     .or_else(|| {
                         // Loads ascend and a core's load after a move exceeds its load now, so
                         // past the first core too loaded to improve, none can.
                         order
+                            .all
                             .iter()
                             .take_while(|k| improves(f64::from_bits(k.0) * NODE_IMBALANCE, load))
                             .find_map(|&k| try_dest(k.2 as usize, ACROSS_NODES))
@@ -621,7 +677,7 @@ impl Amps {
             for c in [s, dst.index()] {
                 after_order.remove(&after_key(&sc.runnable, power, c));
             }
-            sc.apply_keyed(&mut order, power, t, was_running, s, dst.index());
+            sc.apply_keyed(&mut order, machine, t, was_running, s, dst.index());
             for c in [s, dst.index()] {
                 after_order.insert(after_key(&sc.runnable, power, c));
             }
@@ -654,6 +710,23 @@ fn costly_across_nodes(numa: NumaMode, view: &View<'_>, t: ThreadId, s: usize, d
         )
 }
 
+/// Whether a periodic balance can move anything, from the run-queue lengths alone: only if a core
+/// idles (rule 6) or the busiest core's scaled load exceeds the least any core would have after a
+/// move (rule 4: no source at or below that can shed). When neither holds the balance ends before
+/// looking at a thread, so it is skipped at the cost of one pass over the cores.
+fn may_move(machine: &Machine, view: &View<'_>) -> bool {
+    let power = &machine.power[..];
+    let (mut busiest, mut min_after) = (f64::MIN, f64::MAX);
+    for (c, core) in view.cores.iter().enumerate() {
+        if core.runnable == 0 {
+            return true;
+        }
+        busiest = busiest.max(scaled_load(core.runnable, power[c]));
+        min_after = min_after.min(scaled_load(core.runnable + 1, power[c]));
+    }
+    improves(min_after, busiest)
+}
+
 /// Order key of a core by the scaled load it would have with one more thread.
 fn after_key(runnable: &[u32], power: &[f64], c: usize) -> (u64, u32) {
     (scaled_load(runnable[c] + 1, power[c]).to_bits(), c as u32)
@@ -680,11 +753,12 @@ impl Policy for Amps {
     }
 
     fn rebalance(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
-        // The allocation-phase heuristic looks at the interrupted (running) threads.
-        for t in view.threads {
-            if t.state == ThreadState::Running {
-                let total = numa::total_rss(&t.resident_bytes);
-                self.alloc_state(t.id).observe(total);
+        // The allocation-phase heuristic looks at the interrupted (running) threads: each core's
+        // current one (a thread runs exactly where it is its core's current).
+        for core in view.cores {
+            if let Some(t) = core.current {
+                let total = numa::total_rss(&view.thread(t).resident_bytes);
+                self.alloc_state(t).observe(total);
             }
         }
         self.balance(view, None, out);

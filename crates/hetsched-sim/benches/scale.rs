@@ -1,0 +1,171 @@
+//! The engine and the policies at scale, medians of several runs on this host (absolute times
+//! differ between hosts, so the figures that matter are ratios):
+//!
+//! - **engine vs yardstick**: the engine under the default baseline on scale-1024 / scale-16k
+//!   against the yardstick (`support/yardstick.rs`, the least an event simulation of the same
+//!   scenario must do);
+//! - **policy vs baseline**: each policy's run against the baseline's run, in the same process;
+//! - **growth**: each run's wall time on scale-1024 / scale-16k over scale-512 / scale-8k (twice the
+//!   cores and threads).
+//!
+//! One policy decision's cost (a rebalance of 16k threads on 1,024 cores) is the criterion
+//! benchmark `cargo bench -p hetsched-core --bench policies`.
+//!
+//! ```text
+//! cargo bench -p hetsched-sim --bench scale                       # 3 runs each, 60 simulated s
+//! cargo bench -p hetsched-sim --bench scale -- --runs 1 --duration 10 --policy amps --json
+//! ```
+
+#[path = "support/yardstick.rs"]
+mod yardstick;
+
+use hetsched_core::policies::linux_default::NAME as LINUX_DEFAULT;
+use hetsched_core::policies::policy_by_name;
+use hetsched_core::presets::machine_preset;
+use hetsched_sim::engine::NS_PER_S;
+use hetsched_sim::presets::workload_preset;
+use hetsched_sim::{simulate, SimConfig};
+use std::time::Instant;
+
+/// The two sizes: (machine, workload), the second twice the first.
+const SIZES: [(&str, &str); 2] = [("scale-512", "scale-8k"), ("scale-1024", "scale-16k")];
+
+struct Options {
+    runs: usize,
+    duration_s: f64,
+    policies: Vec<String>,
+    json: bool,
+}
+
+fn options() -> Options {
+    let mut o = Options {
+        runs: 3,
+        duration_s: 60.0,
+        policies: vec!["amps".into(), "hetsched".into()],
+        json: false,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--runs" => o.runs = args.next().and_then(|v| v.parse().ok()).expect("--runs N"),
+            "--duration" => {
+                o.duration_s = args.next().and_then(|v| v.parse().ok()).expect("--duration S");
+            }
+            "--policy" => {
+                o.policies = args
+                    .next()
+                    .expect("--policy A,B")
+                    .split(',')
+                    .map(str::to_string)
+                    .collect();
+            }
+            "--json" => o.json = true,
+            // cargo bench passes --bench to every bench binary.
+            "--bench" => {}
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    o
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+/// Median wall seconds of `runs` runs of `f`.
+fn timed(runs: usize, mut f: impl FnMut()) -> f64 {
+    median(
+        (0..runs)
+            .map(|_| {
+                let t0 = Instant::now();
+                f();
+                t0.elapsed().as_secs_f64()
+            })
+            .collect(),
+    )
+}
+
+fn main() {
+    let o = options();
+    let duration_ns = (o.duration_s * NS_PER_S as f64) as u64;
+    let cfg = SimConfig {
+        duration_ns,
+        ..Default::default()
+    };
+    let mut names = vec![LINUX_DEFAULT.to_string()];
+    names.extend(o.policies.iter().cloned());
+    // wall[size][policy]
+    let mut wall = vec![vec![0.0; names.len()]; SIZES.len()];
+    let mut events = 0;
+    let mut yard = 0.0;
+    let mut yard_events = 0;
+    let mut yard_instructions = 0.0;
+    for (si, (machine, workload)) in SIZES.iter().enumerate() {
+        let topo = machine_preset(machine).unwrap().unwrap();
+        let w = workload_preset(workload, &topo).unwrap().unwrap();
+        for (pi, name) in names.iter().enumerate() {
+            wall[si][pi] = timed(o.runs, || {
+                let r = simulate(&topo, &w, policy_by_name(name).unwrap(), cfg.clone());
+                if pi == 0 {
+                    events = r.engine.events;
+                }
+            });
+            eprintln!("{machine}/{workload} {name}: {:.3} s", wall[si][pi]);
+        }
+        if si == SIZES.len() - 1 {
+            yard = timed(o.runs, || {
+                let y = yardstick::run(&topo, &w, cfg.quantum_ns, duration_ns);
+                yard_events = y.events;
+                yard_instructions = y.instructions;
+            });
+            eprintln!("{machine}/{workload} yardstick: {yard:.3} s");
+        }
+    }
+    let big = SIZES.len() - 1;
+    let engine_ratio = wall[big][0] / yard;
+    let policy_ratio: Vec<f64> = (1..names.len()).map(|p| wall[big][p] / wall[big][0]).collect();
+    let growth: Vec<f64> = (0..names.len()).map(|p| wall[big][p] / wall[0][p]).collect();
+    if o.json {
+        let doc = serde_json::json!({
+            "runs": o.runs,
+            "duration_s": o.duration_s,
+            "scenario": format!("{}/{}", SIZES[big].0, SIZES[big].1),
+            "yardstick": {"wall_s": yard, "events": yard_events, "instructions": yard_instructions},
+            "engine": {"wall_s": wall[big][0], "events": events, "ratio_to_yardstick": engine_ratio},
+            "policies": names.iter().enumerate().map(|(p, n)| serde_json::json!({
+                "policy": n,
+                "wall_s": wall[big][p],
+                "wall_s_half_size": wall[0][p],
+                "ratio_to_baseline": wall[big][p] / wall[big][0],
+                "growth_for_twice_the_size": growth[p],
+            })).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap());
+        return;
+    }
+    println!(
+        "medians of {} runs, {} simulated s, {}/{}",
+        o.runs, o.duration_s, SIZES[big].0, SIZES[big].1
+    );
+    println!(
+        "engine ({LINUX_DEFAULT}) {:.3} s, {} events; yardstick {:.3} s, {} events: {:.2}x (goal <= 4x)",
+        wall[big][0], events, yard, yard_events, engine_ratio
+    );
+    for (p, n) in names.iter().enumerate() {
+        let vs = if p == 0 {
+            String::new()
+        } else {
+            format!(", {:.2}x the baseline (goal <= 1.5x)", policy_ratio[p - 1])
+        };
+        println!(
+            "{n}: {:.3} s{vs}; {}/{} {:.3} s, growth {:.2}x for 2x (goal <= 2.2x)",
+            wall[big][p], SIZES[0].0, SIZES[0].1, wall[0][p], growth[p]
+        );
+    }
+}
