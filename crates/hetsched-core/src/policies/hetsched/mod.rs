@@ -143,6 +143,48 @@ pub fn part_for(shape: Shape, t: &ThreadObs, app_threads: u32, grouped_apps: u32
 /// barrier or for I/O between two samples keeps counting).
 pub const ACTIVE_WINDOW_NS: u64 = 2_000_000_000;
 
+/// Competing threads per process, and how many processes have two or more. Process ids are small
+/// dense integers in both backends (one counter per process), so the counts are a vector indexed
+/// by id, reused from call to call (it is filled for every thread start and every balance); an id
+/// far beyond the number of threads goes to a map instead, so no id can make it large.
+#[derive(Clone, Debug, Default)]
+struct ProcessCounts {
+    dense: Vec<u32>,
+    sparse: HashMap<AppId, u32>,
+    /// Processes with two or more competing threads.
+    grouped: u32,
+}
+
+impl ProcessCounts {
+    /// Forget every count; ids below a bound from `threads` (the view's thread count) are dense.
+    fn clear(&mut self, threads: usize) {
+        self.dense.clear();
+        self.dense.resize(4 * threads + 1024, 0);
+        self.sparse.clear();
+        self.grouped = 0;
+    }
+
+    /// One more competing thread of process `app`.
+    fn add(&mut self, app: AppId) {
+        let n = match self.dense.get_mut(app.index()) {
+            Some(n) => n,
+            None => self.sparse.entry(app).or_insert(0),
+        };
+        *n += 1;
+        if *n == 2 {
+            self.grouped += 1;
+        }
+    }
+
+    /// Competing threads of process `app` (0 for one with none, or none live).
+    fn get(&self, app: AppId) -> u32 {
+        match self.dense.get(app.index()) {
+            Some(&n) => n,
+            None => self.sparse.get(&app).copied().unwrap_or(0),
+        }
+    }
+}
+
 /// What [`Hetsched::process_counts`] remembers of a thread's CPU time.
 #[derive(Clone, Copy, Debug, Default)]
 struct Activity {
@@ -179,6 +221,8 @@ pub struct Hetsched {
     masked: Vec<ThreadObs>,
     /// Per thread: when it last used CPU.
     activity: Vec<Activity>,
+    /// Threads per process that compete for CPU, as of the last [`Hetsched::process_counts`].
+    counts: ProcessCounts,
     /// Pages that follow a swapped thread to its new node.
     page_moves: Vec<PageMove>,
     notice: Option<String>,
@@ -215,6 +259,7 @@ impl Hetsched {
             ],
             masked: Vec::new(),
             activity: Vec::new(),
+            counts: ProcessCounts::default(),
             page_moves: Vec::new(),
             notice: None,
         }
@@ -351,12 +396,13 @@ impl Hetsched {
     /// time last grew: a thread blocked at a barrier still belongs to its process's work; a main
     /// thread that only waits for its workers to finish, or a runtime's idle helper, does not make
     /// a single-threaded computation multi-threaded.
-    fn process_counts(&mut self, view: &View<'_>) -> (HashMap<AppId, u32>, u32) {
+    fn process_counts(&mut self, view: &View<'_>) {
         if self.activity.len() < view.threads.len() {
             self.activity
                 .resize(view.threads.len(), Activity::default());
         }
-        let mut per_app: HashMap<AppId, u32> = HashMap::new();
+        let counts = &mut self.counts;
+        counts.clear(view.threads.len());
         for (t, a) in view.threads.iter().zip(self.activity.iter_mut()) {
             if t.state == ThreadState::Exited {
                 continue;
@@ -368,20 +414,19 @@ impl Hetsched {
                 a.until_ns = view.now_ns + ACTIVE_WINDOW_NS;
             }
             let runs = matches!(t.state, ThreadState::Running | ThreadState::Runnable);
-            let n = per_app.entry(t.app).or_insert(0);
             if runs || view.now_ns < a.until_ns {
-                *n += 1;
+                counts.add(t.app);
             }
         }
-        let grouped = per_app.values().filter(|&&n| n >= 2).count() as u32;
-        (per_app, grouped)
     }
 
     /// Give every live thread the part its situation calls for; threads that change part are
-    /// placed by their new part at once. Returns the threads per process that compete for CPU.
-    fn reassign(&mut self, view: &View<'_>, out: &mut Vec<Placement>) -> HashMap<AppId, u32> {
+    /// placed by their new part at once. Leaves the threads per process that compete for CPU in
+    /// `self.counts`.
+    fn reassign(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
         let shape = self.learn(view.topology);
-        let (per_app, grouped) = self.process_counts(view);
+        self.process_counts(view);
+        let grouped = self.counts.grouped;
         if self.part.len() < view.threads.len() {
             self.part.resize(view.threads.len(), None);
         }
@@ -393,7 +438,7 @@ impl Hetsched {
                 }
                 continue;
             }
-            let want = part_for(shape, t, per_app[&t.app].max(1), grouped);
+            let want = part_for(shape, t, self.counts.get(t.app).max(1), grouped);
             let had = self.part[i];
             if had == Some(want) {
                 continue;
@@ -407,7 +452,6 @@ impl Hetsched {
                 }
             }
         }
-        per_app
     }
 }
 
@@ -438,7 +482,7 @@ impl Policy for Hetsched {
     }
 
     fn rebalance(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
-        let per_app = self.reassign(view, out);
+        self.reassign(view, out);
         let mut amps_moved = Vec::new();
         for p in Part::ALL {
             if p == Part::Backend || self.count[p.index()] == 0 || view.now_ns < self.due[p.index()]
@@ -454,7 +498,7 @@ impl Policy for Hetsched {
         }
         let shape = self.learn(view.topology);
         if shape.asymmetric && self.count[Part::Amps.index()] > 0 && self.benefit.due(view.now_ns) {
-            let part = &self.part;
+            let (part, counts) = (&self.part, &self.counts);
             let ours =
                 |t: &ThreadObs| part.get(t.id.index()).copied().flatten() == Some(Part::Amps);
             self.benefit.observe(view, ours);
@@ -463,8 +507,8 @@ impl Policy for Hetsched {
                 // A thread of a multi-threaded process waits for its siblings at every barrier:
                 // its own gain from a faster core is not its process's, so only single-threaded
                 // processes swap.
-                |t| ours(t) && !amps_moved.contains(&t.id) && per_app.get(&t.app) == Some(&1),
-                |t| per_app.get(&t.app) == Some(&1),
+                |t| ours(t) && !amps_moved.contains(&t.id) && counts.get(t.app) == 1,
+                |t| counts.get(t.app) == 1,
                 out,
                 &mut self.page_moves,
             );
@@ -477,9 +521,10 @@ impl Policy for Hetsched {
             *a = Activity::default();
         }
         self.benefit.start(thread);
-        let (per_app, grouped) = self.process_counts(view);
+        self.process_counts(view);
+        let grouped = self.counts.grouped;
         let t = view.thread(thread);
-        let n = per_app.get(&t.app).copied().unwrap_or(1).max(1);
+        let n = self.counts.get(t.app).max(1);
         if self.part_of(thread).is_some() {
             self.release(view, thread);
         }
