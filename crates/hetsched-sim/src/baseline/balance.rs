@@ -66,27 +66,24 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
             }
         };
         let target = after_pull(&load, c);
-        let mut candidates: Vec<usize> = (0..n)
+        // Each candidate source as one integer in (load desc, nearness, index) order: loads are
+        // non-negative, so their bits order as the loads do and their complement reverses it.
+        let mut candidates: Vec<u128> = (0..n)
             .filter(|&b| pc[b] > target && !rq.queues[CoreId::from_index(b)].is_empty())
+            .map(|b| u128::from(!pc[b].to_bits()) << 64 | u128::from(near(b)) << 32 | b as u128)
             .collect();
         if candidates.is_empty() {
             break;
         }
-        // The first few in (load desc, nearness, index) order: a total order, so selecting them
-        // before sorting gives the sorted list's head without sorting every candidate.
-        let order = |x: &usize, y: &usize| {
-            pc[*y]
-                .total_cmp(&pc[*x])
-                .then(near(*x).cmp(&near(*y)))
-                .then(x.cmp(y))
-        };
+        // The first few of a total order: selecting them before sorting gives the sorted list's
+        // head without sorting every candidate.
         if candidates.len() > MAX_SOURCES_TRIED {
-            candidates.select_nth_unstable_by(MAX_SOURCES_TRIED - 1, order);
+            candidates.select_nth_unstable(MAX_SOURCES_TRIED - 1);
             candidates.truncate(MAX_SOURCES_TRIED);
         }
-        candidates.sort_unstable_by(order);
+        candidates.sort_unstable();
         let to = CoreId::from_index(c);
-        let pick = candidates.into_iter().find_map(|b| {
+        let pick = candidates.into_iter().map(|k| k as u32 as usize).find_map(|b| {
             movable(rq.waiting(CoreId::from_index(b)), |t| {
                 rq.allowed(t).contains(to)
             })
