@@ -518,7 +518,13 @@ mod tests {
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        assert_eq!(t.procs.len(), 3, "sh and two sleeps");
+        // sh and two sleeps; a scan that lands between a fork and its exec may also see the
+        // shell's short-lived copy, which exits right away.
+        assert!(
+            (3..=4).contains(&t.procs.len()),
+            "sh and two sleeps: {}",
+            t.procs.len()
+        );
         assert!(ch.started.iter().any(|f| f.tid == root));
         assert!(!t.is_managed_process(std::process::id()));
         child.kill().unwrap();
