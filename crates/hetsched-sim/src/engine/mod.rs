@@ -524,7 +524,10 @@ impl<'a> Simulation<'a> {
             if let Some((_, t)) = self.queues[ahead].first() {
                 prefetch(&self.threads[t]);
                 prefetch(&self.obs[t].counters);
-                prefetch(&self.queues[ahead].keys()[0]);
+                // A core's queue is a few cache lines of keys; all are read to pick the next.
+                for chunk in self.queues[ahead].keys().chunks(4) {
+                    prefetch(&chunk[0]);
+                }
             }
         }
         let through = CoreId(c.0 + PREFETCH_THROUGH as u32);
