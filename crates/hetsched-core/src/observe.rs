@@ -222,6 +222,18 @@ pub fn idle_beside_waiting(
     only: Option<CoreId>,
     conserving: impl Fn(ThreadId, CoreId) -> bool,
 ) -> Option<(CoreId, ThreadId)> {
+    idle_beside_waiting_among(view, only, view.threads.iter().map(|t| t.id), conserving)
+}
+
+/// [`idle_beside_waiting`] among `candidates` only, in their order: a backend that keeps run
+/// queues passes the queued threads (no other thread can wait), which on a large machine with few
+/// waiting threads is far fewer than every thread.
+pub fn idle_beside_waiting_among(
+    view: &View<'_>,
+    only: Option<CoreId>,
+    candidates: impl IntoIterator<Item = ThreadId>,
+    conserving: impl Fn(ThreadId, CoreId) -> bool,
+) -> Option<(CoreId, ThreadId)> {
     let idle: CpuSet = match only {
         Some(c) => std::iter::once(c)
             .filter(|&c| view.core(c).runnable == 0)
@@ -237,8 +249,9 @@ pub fn idle_beside_waiting(
     if idle.is_empty() {
         return None;
     }
-    view.threads
-        .iter()
+    candidates
+        .into_iter()
+        .map(|t| view.thread(t))
         .filter(|t| {
             // Waiting behind another thread: a thread alone on its core's queue is about to run.
             let behind = t.cpu.is_some_and(|c| view.core(c).runnable >= 2);

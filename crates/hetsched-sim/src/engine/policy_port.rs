@@ -89,7 +89,8 @@ impl<'a> Simulation<'a> {
     }
 
     /// Whether idle core `c` is kept from a thread waiting behind another that the policy promised
-    /// not to keep waiting ([`Policy::conserves_work_for`]).
+    /// not to keep waiting ([`Policy::conserves_work_for`]). Only queued threads wait, so only
+    /// they are looked at (the idle sweep asks this for every idle core).
     pub(super) fn breach_at(&self, c: hetsched_core::CoreId) -> bool {
         let view = View {
             now_ns: self.now,
@@ -98,7 +99,8 @@ impl<'a> Simulation<'a> {
             cores: self.core_obs.as_slice(),
         };
         let policy = &self.policy;
-        hetsched_core::observe::idle_beside_waiting(&view, Some(c), |t, c| {
+        let queued = self.queued.iter().flat_map(|b| self.queues[b].threads());
+        hetsched_core::observe::idle_beside_waiting_among(&view, Some(c), queued, |t, c| {
             policy.conserves_work_for(&view, t, c)
         })
         .is_some()

@@ -316,7 +316,7 @@ impl Scratch {
                 .filter(|&s| s != d && self.runnable[s] >= 2)
                 .map(|s| (machine.distance(s, d), self.key(power, s))),
         );
-        candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        candidates.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         if let Some(found) = candidates.iter().find_map(|&(near, k)| {
             let s = k.2 as usize;
             self.movable(view, machine.numa, alloc, s, dst)
@@ -339,7 +339,7 @@ impl Scratch {
                 && improves(after, self.load(power, s)))
             .then(|| (near, self.key(power, s)))
         }));
-        candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        candidates.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         candidates.iter().find_map(|&(_, k)| {
             let s = k.2 as usize;
             self.movable(view, machine.numa, alloc, s, dst)
@@ -384,11 +384,13 @@ impl Scratch {
     }
 }
 
-/// The cores ordered by key ([`CoreKey`]): all of them, and (for a periodic balance) those of
-/// each LLC and of each node, kept up to date move by move so that the nearest destinations are
-/// read in order instead of sorted for every source.
+/// The cores ordered by key ([`CoreKey`]) for a periodic balance: all of them, and those of each
+/// LLC and of each node, kept up to date move by move so that the nearest destinations are read
+/// in order instead of sorted for every source. A new-idle balance keeps none (`Default`).
 #[derive(Debug, Default)]
 struct Orders {
+    /// Whether the sets are kept.
+    kept: bool,
     all: BTreeSet<CoreKey>,
     /// Per LLC and per node; empty when not grouped.
     llc: Vec<BTreeSet<CoreKey>>,
@@ -396,27 +398,27 @@ struct Orders {
 }
 
 impl Orders {
-    /// Every core's key; per LLC and per node too when `grouped`. (A set collected from an
-    /// iterator is sorted once and built in bulk, far cheaper than inserting key by key.)
-    fn new(machine: &Machine, sc: &Scratch, grouped: bool) -> Self {
+    /// Every core's key, in all, per LLC and per node. (A set collected from an iterator is
+    /// sorted once and built in bulk, far cheaper than inserting key by key.)
+    fn new(machine: &Machine, sc: &Scratch) -> Self {
         let power = &machine.power[..];
         let key = |c: &u32| sc.key(power, *c as usize);
-        let mut o = Orders {
+        Orders {
+            kept: true,
             all: (0..power.len()).map(|c| sc.key(power, c)).collect(),
-            ..Default::default()
-        };
-        if grouped {
-            o.llc = (machine.llc_cores.iter())
+            llc: (machine.llc_cores.iter())
                 .map(|m| m.iter().map(key).collect())
-                .collect();
-            o.node = (machine.node_cores.iter())
+                .collect(),
+            node: (machine.node_cores.iter())
                 .map(|m| m.iter().map(key).collect())
-                .collect();
+                .collect(),
         }
-        o
     }
 
     fn remove(&mut self, machine: &Machine, c: usize, k: &CoreKey) {
+        if !self.kept {
+            return;
+        }
         self.all.remove(k);
         if let Some(set) = machine.llc[c].and_then(|l| self.llc.get_mut(l.index())) {
             set.remove(k);
@@ -427,6 +429,9 @@ impl Orders {
     }
 
     fn insert(&mut self, machine: &Machine, c: usize, k: CoreKey) {
+        if !self.kept {
+            return;
+        }
         self.all.insert(k);
         if let Some(set) = machine.llc[c].and_then(|l| self.llc.get_mut(l.index())) {
             set.insert(k);
@@ -516,7 +521,10 @@ impl Amps {
         }
         let sc = &mut self.scratch;
         sc.fill(view);
-        let mut order = Orders::new(machine, sc, only.is_none());
+        let mut order = match only {
+            None => Orders::new(machine, sc),
+            Some(_) => Orders::default(),
+        };
         let mut after_order: BTreeSet<(u64, u32)> = match only {
             Some(_) => BTreeSet::new(),
             None => (0..n).map(|c| after_key(&sc.runnable, power, c)).collect(),
@@ -539,7 +547,7 @@ impl Amps {
                 None => idle.extend((0..n).filter(|&c| sc.runnable[c] == 0)),
             }
             // The fastest idle core pulls first.
-            idle.sort_by(|&a, &b| power[b].total_cmp(&power[a]).then(a.cmp(&b)));
+            idle.sort_unstable_by(|&a, &b| power[b].total_cmp(&power[a]).then(a.cmp(&b)));
             for &d in &idle {
                 if sc.runnable[d] != 0 || *moves >= max_moves {
                     continue;
@@ -580,15 +588,22 @@ impl Amps {
                 let d = d.index();
                 let after = scaled_load(sc.runnable[d] + 1, power[d]);
                 candidates.clear();
-                candidates.extend(order.all.iter().filter_map(|&k| {
-                    let s = k.2 as usize;
+                // The cores nearer than another node: `d`'s node, and LLC mates elsewhere.
+                let node = &machine.node_cores[machine.node[d].index()];
+                let llc_elsewhere = machine.llc[d]
+                    .map_or(&[][..], |l| &machine.llc_cores[l.index()][..])
+                    .iter()
+                    .filter(|&&s| machine.node[s as usize] != machine.node[d]);
+                candidates.extend(node.iter().chain(llc_elsewhere).filter_map(|&s| {
+                    let s = s as usize;
+                    let k = sc.key(power, s);
                     let near = machine.distance(s, d);
                     let keeps = machine.keeps_throughput(&sc.runnable, s, d);
                     (s != d && near < ACROSS_NODES && keeps && improves(after, sc.load(power, s)))
                         .then_some((near, k))
                 }));
                 // Nearest first; within a distance, the greatest key (busiest, slower) first.
-                candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+                candidates.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
                 let dst = CoreId(d as u32);
                 let found = candidates.iter().find_map(|&(_, k)| {
                     let s = k.2 as usize;
