@@ -415,28 +415,29 @@ impl Orders {
         }
     }
 
+    /// The sets core `c` belongs to (none when not kept).
+    fn sets_of(
+        &mut self,
+        machine: &Machine,
+        c: usize,
+    ) -> impl Iterator<Item = &mut BTreeSet<CoreKey>> {
+        let kept = self.kept;
+        let llc = machine.llc[c].and_then(|l| self.llc.get_mut(l.index()));
+        let node = self.node.get_mut(machine.node[c].index());
+        std::iter::once(&mut self.all)
+            .chain(llc)
+            .chain(node)
+            .filter(move |_| kept)
+    }
+
     fn remove(&mut self, machine: &Machine, c: usize, k: &CoreKey) {
-        if !self.kept {
-            return;
-        }
-        self.all.remove(k);
-        if let Some(set) = machine.llc[c].and_then(|l| self.llc.get_mut(l.index())) {
-            set.remove(k);
-        }
-        if let Some(set) = self.node.get_mut(machine.node[c].index()) {
+        for set in self.sets_of(machine, c) {
             set.remove(k);
         }
     }
 
     fn insert(&mut self, machine: &Machine, c: usize, k: CoreKey) {
-        if !self.kept {
-            return;
-        }
-        self.all.insert(k);
-        if let Some(set) = machine.llc[c].and_then(|l| self.llc.get_mut(l.index())) {
-            set.insert(k);
-        }
-        if let Some(set) = self.node.get_mut(machine.node[c].index()) {
+        for set in self.sets_of(machine, c) {
             set.insert(k);
         }
     }
