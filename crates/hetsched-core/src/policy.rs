@@ -66,7 +66,8 @@ pub enum Signal {
     FpBusy,
     /// LLC eviction and fill counts (Ding et al. equation 5).
     LlcTraffic,
-    /// Per-node access heat of a thread's pages.
+    /// Per-node access heat of a process's pages, which the backend's page mover uses to move the
+    /// hottest node's pages first (a [`PageMove`] names only the process and the destination).
     NodeAccesses,
     /// Per-node resident memory.
     NodeResidency,
