@@ -667,6 +667,11 @@ pub struct WorkloadsArgs {
 }
 
 pub fn run_workloads(args: &WorkloadsArgs) -> anyhow::Result<()> {
+    print_named(&workload_list()?, args.json)
+}
+
+/// Every workload preset, named and described (resolved against the default machine).
+pub fn workload_list() -> anyhow::Result<Vec<NamedJson>> {
     let topo = resolve_machine(DEFAULT_MACHINE)?;
     let mut list = Vec::new();
     for (name, _) in WORKLOAD_PRESETS {
@@ -676,5 +681,5 @@ pub fn run_workloads(args: &WorkloadsArgs) -> anyhow::Result<()> {
             description: w.description,
         });
     }
-    print_named(&list, args.json)
+    Ok(list)
 }
