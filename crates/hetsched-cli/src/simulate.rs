@@ -150,22 +150,14 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
         return Err(bad_input(format!(
             "--policy {:?}: names no policy (policies: {})",
             args.policy.join(","),
-            REGISTRY
-                .iter()
-                .map(|e| e.name)
-                .collect::<Vec<_>>()
-                .join(", ")
+            implemented_policies()
         )));
     }
     for p in &policies {
         if entry(p).is_none() {
             return Err(bad_input(format!(
                 "--policy {p:?}: unknown policy (implemented: {})",
-                REGISTRY
-                    .iter()
-                    .map(|e| e.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                implemented_policies()
             )));
         }
     }
@@ -256,6 +248,15 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
         threads: args.threads,
         quiet: args.quiet,
     })
+}
+
+/// Every policy's name, comma-separated, for error messages.
+pub fn implemented_policies() -> String {
+    REGISTRY
+        .iter()
+        .map(|e| e.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Check `simulate`'s arguments as a run would (machine, workload, policies, numbers in range),

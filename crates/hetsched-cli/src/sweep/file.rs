@@ -4,10 +4,10 @@
 
 use super::Cell;
 use crate::machine::resolve_machine;
-use crate::simulate::{check_args, resolve_workload};
+use crate::simulate::{check_args, implemented_policies, resolve_workload};
 use hetsched_core::input::InputError;
 use hetsched_core::policies::amps::NumaMode;
-use hetsched_core::policies::{entry, policy_names, REGISTRY};
+use hetsched_core::policies::{entry, policy_names};
 use hetsched_core::shapes::MachineShape;
 use hetsched_sim::baseline::{baseline_by_name, linux_6, BASELINES};
 use serde::de::DeserializeOwned;
@@ -317,11 +317,7 @@ pub fn parse_sweep(text: &str, source_name: &str, base: &Path) -> Result<Sweep, 
                 &format!("policies[{i}]"),
                 format!(
                     "{p:?}: unknown policy (implemented: {})",
-                    REGISTRY
-                        .iter()
-                        .map(|e| e.name)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    implemented_policies()
                 ),
             ));
         }
@@ -360,7 +356,7 @@ pub fn parse_sweep(text: &str, source_name: &str, base: &Path) -> Result<Sweep, 
             let names: Vec<String> = list(v, src, "params.numa", "a NUMA mode")?;
             for n in &names {
                 n.parse::<NumaMode>()
-                    .map_err(|e| InputError::at(src, "params.numa", e.to_string()))?;
+                    .map_err(|e| InputError::at(src, "params.numa", e))?;
             }
             names.into_iter().map(Some).collect()
         }

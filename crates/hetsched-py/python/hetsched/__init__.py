@@ -94,7 +94,8 @@ def simulate(
     settings (``--numa``, ``--interval``). The GIL is released while simulating.
     """
     first, count = _seeds(seeds, seed)
-    if count < 0:
+    if count < 1:
+        # The command's message for --seeds 0.
         raise InputError(f"--seeds {count}: need at least one seed")
     document, rows = _native.simulate(
         _spec(machine, "machine"),
