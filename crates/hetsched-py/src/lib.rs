@@ -13,14 +13,15 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::path::Path;
 
+// Named as the package exports them (`hetsched.InputError`), which is how tracebacks show them.
 create_exception!(
-    _native,
+    hetsched,
     InputError,
     PyValueError,
     "Bad input: a machine, workload, policy, sweep file or value that cannot be used (the command's exit code 2)."
 );
 create_exception!(
-    _native,
+    hetsched,
     HetschedError,
     PyRuntimeError,
     "A failure while running (the command's exit code 1)."

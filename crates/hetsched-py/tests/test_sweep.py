@@ -67,13 +67,26 @@ def local_table(sweep_file, tmp_path_factory) -> bytes:
 
 
 def test_a_dask_localcluster_sweep_matches_the_local_sweep(sweep_file, local_table, tmp_path):
+    """Two worker processes: every cell is shipped to another process and its result back."""
+    from dask.distributed import Client, LocalCluster
+
     out = tmp_path / "dask"
-    df = hetsched.sweep(sweep_file, out, workers=2, batch_size=3)
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster, Client(cluster) as client:
+        assert len(client.nthreads()) == 2
+        df = hetsched.sweep(sweep_file, out, client=client, batch_size=3)
     assert (out / "results.csv").read_bytes() == local_table
     assert df["cell_id"].nunique() == CELLS
     # The Parquet table is the same table.
     parquet = pd.read_parquet(out / "results.parquet")
     pd.testing.assert_frame_equal(parquet, df)
+
+
+def test_the_embedded_localcluster_matches_the_local_sweep(sweep_file, local_table, tmp_path):
+    out = tmp_path / "embedded"
+    hetsched.sweep(sweep_file, out, workers=2, parquet=False)
+    assert (out / "results.csv").read_bytes() == local_table
 
 
 def test_every_row_carries_its_provenance(sweep_file, local_table):

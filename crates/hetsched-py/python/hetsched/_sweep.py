@@ -63,9 +63,14 @@ def _run_on_dask(
         if scheduler:
             client = Client(scheduler)
         else:
-            # One single-threaded process per worker: a cell is one simulation on one thread.
+            # Workers in this process, one thread each: a cell is one simulation on one thread,
+            # and run_cells releases the GIL, so they run in parallel. In-process workers need no
+            # `if __name__ == "__main__"` guard in the calling script, as spawned processes do.
             cluster = LocalCluster(
-                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+                n_workers=workers or os.cpu_count() or 1,
+                threads_per_worker=1,
+                processes=False,
+                dashboard_address=None,
             )
             owned.append(cluster)
             client = Client(cluster)
@@ -106,8 +111,8 @@ def sweep(
     """Run the sweep file ``file`` into the directory ``out``; return the table (a DataFrame).
 
     Cells run as Dask tasks: on ``client``, or a client of ``scheduler`` (``tcp://HOST:8786``), or
-    else on an embedded LocalCluster of ``workers`` single-threaded processes (default: one per
-    core). ``local=True`` runs them in this process instead, on ``threads`` threads, as
+    else on an embedded LocalCluster of ``workers`` single-threaded workers in this process
+    (default: one per core; the simulations release the GIL). ``local=True`` runs them in this process instead, on ``threads`` threads, as
     ``hetsched sweep`` does. Cells already finished in ``out`` are not run again; ``out`` holding
     another sweep file's results raises :class:`hetsched.InputError`. The table is
     ``out/results.csv``, and ``out/results.parquet`` too when ``parquet`` and pyarrow is
