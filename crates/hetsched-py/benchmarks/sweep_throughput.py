@@ -2,7 +2,8 @@
 a Dask LocalCluster of 1 and 2 single-threaded workers, and the scaling from 1 to 2. Prints one
 JSON document on stdout; checks that every way of running gives the same table.
 
-    python crates/hetsched-py/benchmarks/sweep_throughput.py [--sweep FILE] [--seeds N]
+    python crates/hetsched-py/benchmarks/sweep_throughput.py [--sweep FILE | --light] [--seeds N]
+        [--repeat N] [--hetsched-bin target/release/hetsched]
 
 Build the package with `maturin build --release` first: a debug build measures the compiler, not
 the simulator. The LocalCluster is started before the clock starts (its start-up is reported
@@ -16,6 +17,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -23,16 +25,23 @@ from pathlib import Path
 import hetsched
 from hetsched import _native
 
-#: The default grid: 24 generated two-class shapes x 2 workloads x SEEDS seeds, every policy but
-#: the oracle. The cells differ in size (2 to 12 cores, 1 or 2 nodes), as a real sweep's do.
+#: The grid: 24 generated two-class shapes (2 to 12 cores, 1 or 2 nodes) x the workloads x
+#: `--seeds` seeds, every policy but the oracle, so cells differ in size as a real sweep's do.
 SWEEP = """
 machines = [
     {{ generate = "two-class", fast = [2, 4], slow = [4, 8], speed_ratio = [1.5, 2.0, 3.0], numa_nodes = [1, 2] }},
 ]
-workloads = ["mixed-default", "omp-equake-like"]
+workloads = {workloads}
 policies = ["amps", "hass", "bulldover", "hetsched"]
 seeds = {seeds}
 """
+
+#: Cells of about 0.1 s of one core each (release build): a batch program mix, HASS's
+#: memory-heavy mix, and a media-like workload.
+WORKLOADS = ["mixed-default", "hass-mh-like", "ogg-like"]
+
+#: `--light`: cells of about 10 ms, where Dask's per-task and per-result costs show.
+LIGHT_WORKLOADS = ["mixed-default", "omp-equake-like"]
 
 
 def timed(run) -> float:
@@ -44,7 +53,9 @@ def timed(run) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", help="a sweep file (default: the grid above)")
-    parser.add_argument("--seeds", type=int, default=8, help="seeds of the default grid")
+    parser.add_argument("--seeds", type=int, default=2, help="seeds of the grid")
+    parser.add_argument("--light", action="store_true", help="the light grid's workloads")
+    parser.add_argument("--hetsched-bin", help="also time `hetsched sweep` with this binary")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each way; the median kept")
     args = parser.parse_args()
     from dask.distributed import Client, LocalCluster
@@ -55,7 +66,8 @@ def main() -> None:
             sweep_file = Path(args.sweep)
         else:
             sweep_file = tmp_path / "sweep.toml"
-            sweep_file.write_text(SWEEP.format(seeds=args.seeds))
+            workloads = LIGHT_WORKLOADS if args.light else WORKLOADS
+            sweep_file.write_text(SWEEP.format(workloads=json.dumps(workloads), seeds=args.seeds))
         cells = _native.SweepDir(str(tmp_path / "count"), str(sweep_file)).total
         results = {}
         tables = {}
@@ -78,6 +90,15 @@ def main() -> None:
                 f"local_{threads}_threads",
                 lambda out, t=threads: hetsched.sweep(
                     sweep_file, out, local=True, threads=t, parquet=False
+                ),
+            )
+        if args.hetsched_bin:
+            measure(
+                "hetsched_sweep_command",
+                lambda out: subprocess.run(
+                    [args.hetsched_bin, "sweep", str(sweep_file), "--out", str(out)],
+                    check=True,
+                    capture_output=True,
                 ),
             )
         for workers in (1, 2):
