@@ -442,3 +442,96 @@ fn check_cells(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Sweep, InputError> {
+        parse_sweep(text, "s.toml", Path::new("."))
+    }
+
+    #[test]
+    fn the_grid_is_the_product_of_its_lists() {
+        let s = parse(
+            r#"
+            machines = ["amps-smp", { generate = "two-class", fast = [2, 4], slow = [4, 8], speed_ratio = [1.5, 2.0, 3.0], numa_nodes = [1, 2] }]
+            workloads = ["mixed-default"]
+            policies = ["amps"]
+            seeds = 3
+            [params]
+            numa = ["always", "rss"]
+            interval_ms = [250, 1000]
+            "#,
+        )
+        .unwrap();
+        // (1 preset + 2 x 2 x 3 x 2 shapes) x 1 workload x 2 x 2 parameters x 3 seeds.
+        assert_eq!(s.cells.len(), (1 + 24) * 2 * 2 * 3);
+        let ids: std::collections::BTreeSet<_> = s.cells.iter().map(Cell::id).collect();
+        assert_eq!(ids.len(), s.cells.len(), "every cell has its own id");
+        let first = &s.cells[0];
+        assert_eq!(
+            (
+                first.machine.as_str(),
+                first.seed,
+                first.numa.as_deref(),
+                first.interval_ms
+            ),
+            ("amps-smp", 1, Some("always"), Some(250.0))
+        );
+        let shape = &s.cells[2 * 2 * 3];
+        assert_eq!(shape.machine_label, "two-class-2f4s-x1.5-2ghz-1n");
+        assert!(
+            shape.machine.contains("freq_ghz = 3.0"),
+            "{}",
+            shape.machine
+        );
+    }
+
+    #[test]
+    fn a_cells_id_depends_on_its_content_not_on_its_grid() {
+        let grid = |seeds: &str| {
+            parse(&format!(
+                "machines = [\"amps-smp\", \"bulldover\"]\nworkloads = [\"mixed-default\"]\nseeds = {seeds}\n"
+            ))
+            .unwrap()
+        };
+        let both = grid("[1, 2]");
+        let two = grid("[2]");
+        let of = |s: &Sweep, machine: &str, seed: u64| {
+            s.cells
+                .iter()
+                .find(|c| c.machine == machine && c.seed == seed)
+                .map(Cell::id)
+                .unwrap()
+        };
+        assert_eq!(of(&both, "bulldover", 2), of(&two, "bulldover", 2));
+        assert_ne!(of(&both, "bulldover", 1), of(&both, "bulldover", 2));
+        assert_ne!(of(&both, "amps-smp", 2), of(&both, "bulldover", 2));
+        // Every policy by default, the baseline's kernel linux-6, simulate's quantum.
+        let c = &two.cells[0];
+        assert!(c.policies.iter().any(|p| p == "hetsched"));
+        assert_eq!((c.kernel_baseline.as_str(), c.quantum_ms), ("linux-6", 4.0));
+    }
+
+    #[test]
+    fn shapes_need_a_fast_and_a_slow_core() {
+        let e = parse(
+            "machines = [{ generate = \"two-class\", fast = 0, slow = 2, speed_ratio = 2.0 }]\nworkloads = [\"mixed-default\"]\nseeds = 1\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("s.toml: machines[0]: two-class-0f2s-x2-2ghz-1n: needs at least one fast and one slow core"),
+            "{e}"
+        );
+        let e = parse(
+            "machines = [{ generate = \"three-class\", fast = 1, slow = 2, speed_ratio = 2.0 }]\nworkloads = [\"mixed-default\"]\nseeds = 1\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "s.toml: machines[0].generate: \"three-class\": unknown generator (generators: two-class)"
+        );
+    }
+}
