@@ -1,20 +1,10 @@
 //! The `hetsched` command. Arguments are checked before anything is built or run; errors map to
 //! exit codes: 0 success, 1 runtime failure, 2 bad input or usage (one line naming what is wrong).
 
-mod explain;
-mod figures;
-mod live;
-mod machine;
-mod policies;
-mod provenance;
-mod report;
-mod reproduce;
-mod signature;
-mod simulate;
-mod topo;
-mod validate;
-
 use clap::{Parser, Subcommand};
+use hetsched_cli::{
+    live, policies, reproduce, signature, simulate, sweep, topo, validate, BadInput,
+};
 use std::process::ExitCode;
 
 /// Thread placement for asymmetric multicore machines: a simulator and a live Linux backend
@@ -35,6 +25,9 @@ enum Command {
     Machines(topo::ListArgs),
     /// Run policies side by side on a simulated machine (no arguments: the default scenario).
     Simulate(simulate::SimulateArgs),
+    /// Run a parameter sweep (a TOML grid of machines, workloads, policies, seeds, parameters) on
+    /// this machine's cores into one table; run again, it resumes where it stopped.
+    Sweep(sweep::SweepArgs),
     /// List the workload presets.
     Workloads(simulate::WorkloadsArgs),
     /// List the policies: what each observes, where it runs, the paper it implements.
@@ -71,23 +64,6 @@ struct CompletionsArgs {
     shell: clap_complete::Shell,
 }
 
-/// Bad input: a flag, a file or a value that cannot be used. Exit code 2.
-#[derive(Debug)]
-pub struct BadInput(pub String);
-
-impl std::fmt::Display for BadInput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadInput {}
-
-/// Shorthand for an exit-2 error.
-pub fn bad_input(msg: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(BadInput(msg.into()))
-}
-
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -106,6 +82,7 @@ fn main() -> ExitCode {
         Some(Command::Topo(args)) => topo::run_topo(&args),
         Some(Command::Machines(args)) => topo::run_machines(&args),
         Some(Command::Simulate(args)) => simulate::run_simulate(&args),
+        Some(Command::Sweep(args)) => sweep::run_sweep(&args),
         Some(Command::Workloads(args)) => simulate::run_workloads(&args),
         Some(Command::Policies(args)) => policies::run_policies(&args),
         Some(Command::Reproduce(args)) => reproduce::run_reproduce(&args),

@@ -7,7 +7,7 @@ use std::io::Write;
 
 /// One registry entry as `policies --json` prints it.
 #[derive(Serialize)]
-struct PolicyJson {
+pub struct PolicyJson {
     name: &'static str,
     description: &'static str,
     citation: &'static str,
@@ -29,13 +29,17 @@ impl From<&PolicyEntry> for PolicyJson {
     }
 }
 
+/// Every policy of the registry, as `policies --json` lists them.
+pub fn policy_list() -> Vec<PolicyJson> {
+    REGISTRY.iter().map(PolicyJson::from).collect()
+}
+
 /// Print every policy: a table (name, where it runs, what it observes, description and paper), or
 /// with `--json` one array.
 pub fn run_policies(args: &ListArgs) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if args.json {
-        let list: Vec<PolicyJson> = REGISTRY.iter().map(PolicyJson::from).collect();
-        serde_json::to_writer_pretty(&mut out, &list)?;
+        serde_json::to_writer_pretty(&mut out, &policy_list())?;
         writeln!(out)?;
         return Ok(());
     }

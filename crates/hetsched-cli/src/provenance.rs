@@ -136,8 +136,12 @@ fn hex(digest: &[u8]) -> String {
 }
 
 impl Input {
-    /// An input by name: hashed when it names a readable file.
+    /// An input by name: hashed when it names a readable file. TOML text given in place of a name
+    /// (a machine or workload from the Python package) is named `inline` and hashed.
     pub fn named(name: &str) -> Input {
+        if crate::machine::is_inline(name) {
+            return Input::of_bytes("inline", name.as_bytes());
+        }
         let path = Path::new(name);
         let sha256 = path
             .is_file()

@@ -76,6 +76,49 @@ fn write_csv(done: &[Experiment], out: impl std::io::Write) -> anyhow::Result<()
     Ok(())
 }
 
+/// Run one experiment by name, or `all`, each with a progress bar on stderr unless `quiet`.
+pub fn run_experiments(which: &str, quiet: bool) -> anyhow::Result<Vec<Experiment>> {
+    let names: Vec<&str> = if which == "all" {
+        experiments().map(|(n, _)| *n).collect()
+    } else if experiments().any(|(n, _)| *n == which) {
+        vec![which]
+    } else {
+        return Err(bad_input(format!(
+            "reproduce {which:?}: no such experiment (experiments: all, {})",
+            experiments()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    };
+    let mut done = Vec::new();
+    for name in names {
+        let bar = if quiet {
+            indicatif::ProgressBar::hidden()
+        } else {
+            eprintln!("reproducing {name} ...");
+            progress_bar(0)
+        };
+        let e = run_experiment(name, &|_, total, label| {
+            bar.set_length(total as u64);
+            bar.set_message(label.to_string());
+            bar.inc(1);
+        })
+        .ok_or_else(|| anyhow::anyhow!("experiment {name} is registered but does not run"))?;
+        bar.finish_and_clear();
+        done.push(e);
+    }
+    Ok(done)
+}
+
+/// The `reproduce --json` document of finished experiments.
+pub fn reproduce_json(done: &[Experiment]) -> anyhow::Result<String> {
+    Ok(serde_json::to_string_pretty(&ReproduceJson {
+        provenance: Provenance::new([]),
+        experiments: done,
+    })?)
+}
+
 /// One line of `reproduce --list --json`.
 #[derive(Serialize)]
 struct ExperimentName {
@@ -97,33 +140,7 @@ pub fn run_reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let which = args.experiment.as_deref().unwrap_or("all");
-    let names: Vec<&str> = if which == "all" {
-        experiments().map(|(n, _)| *n).collect()
-    } else if experiments().any(|(n, _)| *n == which) {
-        vec![which]
-    } else {
-        return Err(bad_input(format!(
-            "reproduce {which:?}: no such experiment (experiments: all, {})",
-            experiments()
-                .map(|(n, _)| *n)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    };
-    let mut done = Vec::new();
-    for name in names {
-        eprintln!("reproducing {name} ...");
-        let bar = progress_bar(0);
-        let e = run_experiment(name, &|_, total, label| {
-            bar.set_length(total as u64);
-            bar.set_message(label.to_string());
-            bar.inc(1);
-        })
-        .ok_or_else(|| anyhow::anyhow!("experiment {name} is registered but does not run"))?;
-        bar.finish_and_clear();
-        done.push(e);
-    }
+    let done = run_experiments(args.experiment.as_deref().unwrap_or("all"), false)?;
     let doc = ReproduceJson {
         provenance: Provenance::new([]),
         experiments: &done,

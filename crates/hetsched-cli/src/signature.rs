@@ -192,6 +192,45 @@ fn children_cpu_s() -> f64 {
 /// `signature`: prints the signature; the exit status to leave with (the recorded program's
 /// with --record, else 0).
 pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<u8> {
+    run_signature_to(args, &mut std::io::stdout().lock())
+}
+
+/// `signature --json` from arguments as on the command line after `signature` (the trace and
+/// flags; `--record` is refused: a library does not run programs under valgrind). Returns the
+/// JSON document. Bad arguments are exit-2 errors with clap's first line.
+pub fn signature_json(argv: &[String]) -> anyhow::Result<String> {
+    #[derive(clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: SignatureArgs,
+    }
+    let parsed = <Wrapper as clap::Parser>::try_parse_from(
+        std::iter::once("signature".to_string()).chain(argv.iter().cloned()),
+    )
+    .map_err(|e| {
+        let text = e.to_string();
+        bad_input(
+            text.lines()
+                .next()
+                .unwrap_or("bad arguments")
+                .trim_start_matches("error: "),
+        )
+    })?;
+    let mut args = parsed.args;
+    if args.record {
+        return Err(bad_input(
+            "--record: not available here (profile a trace file)",
+        ));
+    }
+    args.json = true;
+    args.csv = false;
+    let mut out = Vec::new();
+    run_signature_to(&args, &mut out)?;
+    Ok(String::from_utf8(out)?)
+}
+
+/// [`run_signature`], the JSON document written to `out` (the other outputs go to stdout).
+fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     let format = match &args.format {
         None => None,
         Some(f) => Some(
@@ -422,7 +461,7 @@ pub fn run_signature(args: &SignatureArgs) -> anyhow::Result<u8> {
                 .collect(),
             engine,
         };
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
         return Ok(exit_status(program_exit));
     }
     if args.csv {

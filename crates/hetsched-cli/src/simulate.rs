@@ -1,6 +1,6 @@
 //! `hetsched simulate` and `hetsched workloads`.
 
-use crate::machine::resolve_machine;
+use crate::machine::{is_inline, resolve_machine, INLINE_WORKLOAD};
 use crate::provenance::Provenance;
 use crate::topo::{print_named, NamedJson};
 use crate::{bad_input, report};
@@ -14,12 +14,12 @@ use hetsched_experiments::static_best::{
     assignments, run_assignments, Assignment, STATIC_BEST_MAX_ASSIGNMENTS,
 };
 use hetsched_sim::baseline::{baseline_by_name, BASELINES};
-use hetsched_sim::batch::{run_jobs, Job};
+use hetsched_sim::batch::{default_threads, run_jobs_on, Job};
 use hetsched_sim::engine::NS_PER_S;
 use hetsched_sim::metrics::speedup;
 use hetsched_sim::presets::{workload_names, workload_preset, DEFAULT_WORKLOAD, WORKLOAD_PRESETS};
 use hetsched_sim::{RunResult, SimConfig, Workload};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The machine of the embedded default scenario.
@@ -81,6 +81,13 @@ pub struct SimulateArgs {
     /// Check the engine's invariants after every step (slow).
     #[arg(long, hide = true)]
     pub check: bool,
+    /// Threads the runs spread over (`None`: one per core). Not a flag: a sweep runs its cells in
+    /// parallel and each cell's runs on one thread.
+    #[arg(skip)]
+    pub threads: Option<usize>,
+    /// No progress bar (not a flag: a sweep draws its own, and the Python package none).
+    #[arg(skip)]
+    pub quiet: bool,
 }
 
 /// Checked arguments, before anything is built.
@@ -93,6 +100,10 @@ struct Plan {
     cfg: SimConfig,
     /// Every static assignment, when the oracle (static-best) was asked for.
     static_assignments: Option<Vec<Assignment>>,
+    /// See [`SimulateArgs::threads`].
+    threads: Option<usize>,
+    /// See [`SimulateArgs::quiet`].
+    quiet: bool,
 }
 
 /// The names `--baseline` accepts.
@@ -106,7 +117,12 @@ fn is_oracle(name: &str) -> bool {
     entry(name).is_some_and(|e| e.oracle)
 }
 
+/// A workload preset by name, a workload file, or workload-file text ([`is_inline`]), resolved
+/// against the machine it will run on.
 pub fn resolve_workload(spec: &str, topo: &Topology) -> anyhow::Result<Workload> {
+    if is_inline(spec) {
+        return Workload::parse(spec, INLINE_WORKLOAD, topo).map_err(|e| bad_input(e.to_string()));
+    }
     if let Some(w) = workload_preset(spec, topo) {
         return w.map_err(|e| anyhow::anyhow!("{e}"));
     }
@@ -134,22 +150,14 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
         return Err(bad_input(format!(
             "--policy {:?}: names no policy (policies: {})",
             args.policy.join(","),
-            REGISTRY
-                .iter()
-                .map(|e| e.name)
-                .collect::<Vec<_>>()
-                .join(", ")
+            implemented_policies()
         )));
     }
     for p in &policies {
         if entry(p).is_none() {
             return Err(bad_input(format!(
                 "--policy {p:?}: unknown policy (implemented: {})",
-                REGISTRY
-                    .iter()
-                    .map(|e| e.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                implemented_policies()
             )));
         }
     }
@@ -237,7 +245,24 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
         },
         seeds,
         cfg,
+        threads: args.threads,
+        quiet: args.quiet,
     })
+}
+
+/// Every policy's name, comma-separated, for error messages.
+pub fn implemented_policies() -> String {
+    REGISTRY
+        .iter()
+        .map(|e| e.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Check `simulate`'s arguments as a run would (machine, workload, policies, numbers in range),
+/// running nothing.
+pub fn check_args(args: &SimulateArgs) -> anyhow::Result<()> {
+    plan(args).map(|_| ())
 }
 
 /// Per-app figures over seeds.
@@ -382,12 +407,17 @@ fn run_all(plan: &Plan) -> Vec<RunResult> {
             },
         })
         .collect();
-    let bar = progress_bar(jobs.len() + statics * plan.seeds.len());
+    let bar = if plan.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        progress_bar(jobs.len() + statics * plan.seeds.len())
+    };
     let tick = |_: usize, _: usize, label: &str| {
         bar.set_message(label.to_string());
         bar.inc(1);
     };
-    let mut runs = run_jobs(&jobs, &tick).into_iter();
+    let threads = plan.threads.unwrap_or_else(default_threads);
+    let mut runs = run_jobs_on(&jobs, threads, &tick).into_iter();
     let mut out = Vec::new();
     for p in &plan.policies {
         if !is_oracle(p) {
@@ -418,7 +448,19 @@ pub fn progress_bar(n: usize) -> indicatif::ProgressBar {
     bar
 }
 
-pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
+/// A finished `simulate`: its document, and what the human outputs need besides.
+pub struct Simulated {
+    /// The `simulate --json` document.
+    pub doc: SimulateJson,
+    /// The machine it ran on.
+    pub topology: Topology,
+    /// Whether the workload ends by itself (how speedups are computed: [`speedup`]).
+    pub finite: bool,
+}
+
+/// Check the arguments, run every policy on every seed, and build the document; notices and
+/// warnings go to stderr.
+pub fn simulate(args: &SimulateArgs) -> anyhow::Result<Simulated> {
     let plan = plan(args)?;
     let runs = run_all(&plan);
     let k = plan.seeds.len();
@@ -427,7 +469,7 @@ pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
     }
     let mut told = std::collections::BTreeSet::new();
     for n in runs.iter().flat_map(|r| &r.notices) {
-        if told.insert(n.clone()) {
+        if told.insert(n.clone()) && !args.quiet {
             eprintln!("{n}");
         }
     }
@@ -438,7 +480,7 @@ pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
         let rs: Vec<&RunResult> = runs[pi * k..(pi + 1) * k].iter().collect();
         results.push(summarize(p, &rs, &bases, finite));
     }
-    if results.iter().any(|r| !r.finished) && finite && args.duration.is_none() {
+    if results.iter().any(|r| !r.finished) && finite && args.duration.is_none() && !args.quiet {
         tracing::warn!(
             "some runs did not finish within {} simulated seconds; their makespan is the limit",
             plan.cfg.duration_ns as f64 / NS_PER_S as f64
@@ -477,71 +519,102 @@ pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
         engine,
         runs,
     };
+    Ok(Simulated {
+        doc,
+        finite,
+        topology: plan.topology,
+    })
+}
+
+pub fn run_simulate(args: &SimulateArgs) -> anyhow::Result<()> {
+    let Simulated {
+        doc,
+        topology,
+        finite,
+    } = simulate(args)?;
     if let Some(dir) = &args.out {
-        report::write_out(dir, &doc, &report::simulate_report(&doc, &plan.topology))?;
+        report::write_out(dir, &doc, &report::simulate_report(&doc, &topology))?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else if args.csv {
-        write_csv(&doc, &plan, std::io::stdout().lock())?;
+        write_csv(&doc, finite, std::io::stdout().lock())?;
     } else {
         print!("{}", table(&doc));
         println!("where each policy wins or loses here, and why:");
-        for line in crate::explain::explain(&doc, &plan.topology) {
+        for line in crate::explain::explain(&doc, &topology) {
             println!("  {line}");
         }
     }
     Ok(())
 }
 
-/// One row of `simulate --csv`: a policy's run on one seed, for one app.
-#[derive(Serialize)]
-struct CsvRow<'a> {
-    machine: &'a str,
-    workload: &'a str,
-    kernel_baseline: &'a str,
-    policy: &'a str,
-    seed: u64,
-    finished: bool,
-    makespan_s: f64,
-    /// This run's speedup over the baseline policy's run on the same seed.
-    speedup_vs_baseline: f64,
-    app: &'a str,
-    completion_s: Option<f64>,
-    completions: u64,
-    cpu_s: f64,
-    instructions: f64,
-    llc_misses: f64,
-    migrations: u64,
+/// One row of `simulate --csv` and of a sweep's table: a policy's run on one seed, for one app.
+/// Every field is a simulated figure (no wall time), so a run gives the same row wherever it runs.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct RunRow {
+    pub machine: String,
+    pub workload: String,
+    pub kernel_baseline: String,
+    pub policy: String,
+    pub seed: u64,
+    pub finished: bool,
+    pub makespan_s: f64,
+    /// This run's speedup over the baseline policy's run on the same seed (NaN, written `null`
+    /// in JSON, when no app gives a ratio).
+    #[serde(deserialize_with = "null_as_nan")]
+    pub speedup_vs_baseline: f64,
+    pub app: String,
+    pub completion_s: Option<f64>,
+    pub completions: u64,
+    pub cpu_s: f64,
+    pub instructions: f64,
+    pub llc_misses: f64,
+    pub migrations: u64,
 }
 
-/// Every run of the document as CSV rows (policy-major, seed, then app).
-fn write_csv(doc: &SimulateJson, plan: &Plan, out: impl std::io::Write) -> anyhow::Result<()> {
-    let mut w = csv::Writer::from_writer(out);
-    let k = plan.seeds.len();
-    let finite = plan.workload.is_finite();
+/// JSON has no NaN: serde_json writes it as `null`; read `null` back as NaN.
+fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// Every run of the document as rows (policy-major, seed, then app). `finite`: whether the
+/// workload ends by itself ([`speedup`]).
+pub fn run_rows(doc: &SimulateJson, finite: bool) -> Vec<RunRow> {
+    let k = doc.seeds;
+    let mut rows = Vec::new();
     for (i, r) in doc.runs.iter().enumerate() {
+        // Runs are policy-major and the baseline policy comes first: run i's baseline is run i % k.
         let base = &doc.runs[i % k];
         let speedup_vs_baseline = speedup(base, r, finite);
         for a in &r.apps {
-            w.serialize(CsvRow {
-                machine: &doc.machine,
-                workload: &doc.workload,
-                kernel_baseline: doc.kernel_baseline,
-                policy: &r.policy,
+            rows.push(RunRow {
+                machine: doc.machine.clone(),
+                workload: doc.workload.clone(),
+                kernel_baseline: doc.kernel_baseline.to_string(),
+                policy: r.policy.clone(),
                 seed: r.seed,
                 finished: r.finished,
                 makespan_s: r.makespan_s,
                 speedup_vs_baseline,
-                app: &a.name,
+                app: a.name.clone(),
                 completion_s: a.completion_s,
                 completions: a.completions,
                 cpu_s: a.cpu_s(),
                 instructions: a.instructions,
                 llc_misses: a.llc_misses,
                 migrations: r.migrations,
-            })?;
+            });
         }
+    }
+    rows
+}
+
+/// Every run of the document as CSV.
+fn write_csv(doc: &SimulateJson, finite: bool, out: impl std::io::Write) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    for row in run_rows(doc, finite) {
+        w.serialize(row)?;
     }
     w.flush()?;
     Ok(())
@@ -595,6 +668,11 @@ pub struct WorkloadsArgs {
 }
 
 pub fn run_workloads(args: &WorkloadsArgs) -> anyhow::Result<()> {
+    print_named(&workload_list()?, args.json)
+}
+
+/// Every workload preset, named and described (resolved against the default machine).
+pub fn workload_list() -> anyhow::Result<Vec<NamedJson>> {
     let topo = resolve_machine(DEFAULT_MACHINE)?;
     let mut list = Vec::new();
     for (name, _) in WORKLOAD_PRESETS {
@@ -604,5 +682,5 @@ pub fn run_workloads(args: &WorkloadsArgs) -> anyhow::Result<()> {
             description: w.description,
         });
     }
-    print_named(&list, args.json)
+    Ok(list)
 }

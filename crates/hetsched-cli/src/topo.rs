@@ -378,7 +378,8 @@ pub fn print_named(list: &[NamedJson], json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run_machines(args: &ListArgs) -> anyhow::Result<()> {
+/// Every machine preset, named and described.
+pub fn machine_list() -> anyhow::Result<Vec<NamedJson>> {
     let mut list = Vec::new();
     for (name, _) in MACHINE_PRESETS {
         let t = resolve_machine(name)?;
@@ -387,5 +388,9 @@ pub fn run_machines(args: &ListArgs) -> anyhow::Result<()> {
             description: t.description().to_string(),
         });
     }
-    print_named(&list, args.json)
+    Ok(list)
+}
+
+pub fn run_machines(args: &ListArgs) -> anyhow::Result<()> {
+    print_named(&machine_list()?, args.json)
 }

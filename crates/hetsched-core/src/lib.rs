@@ -11,6 +11,7 @@ pub mod policies;
 pub mod policy;
 pub mod presets;
 pub mod rng;
+pub mod shapes;
 pub mod signature;
 pub mod topology;
 

@@ -19,19 +19,30 @@ pub struct Job<'a> {
     pub label: String,
 }
 
-/// Run every job on up to `available_parallelism` threads; `progress(done, total, label)` is
-/// called after each run. Results come back in job order.
+/// One thread per core this process may use (`available_parallelism`, at least 1).
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
+/// Run every job on up to [`default_threads`] threads; `progress(done, total, label)` is called
+/// after each run. Results come back in job order.
 pub fn run_jobs(
     jobs: &[Job<'_>],
+    progress: &(dyn Fn(usize, usize, &str) + Sync),
+) -> Vec<RunResult> {
+    run_jobs_on(jobs, default_threads(), progress)
+}
+
+/// [`run_jobs`] on at most `threads` threads (1: one after the other, on a thread of its own).
+pub fn run_jobs_on(
+    jobs: &[Job<'_>],
+    threads: usize,
     progress: &(dyn Fn(usize, usize, &str) + Sync),
 ) -> Vec<RunResult> {
     let results: Mutex<Vec<Option<RunResult>>> = Mutex::new(vec![None; jobs.len()]);
     let next = Mutex::new(0usize);
     let done = Mutex::new(0usize);
-    let workers = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZero::get)
-        .min(jobs.len())
-        .max(1);
+    let workers = threads.min(jobs.len()).max(1);
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| loop {

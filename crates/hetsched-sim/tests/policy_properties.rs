@@ -6,13 +6,12 @@
 //! `HETSCHED_PROPTEST_CASES=N` runs N random cases (default [`DEFAULT_CASES`]); every case prints
 //! its ratios with `--nocapture`.
 
-use hetsched_core::machine_file::parse_machine;
 use hetsched_core::policies::policy_by_name;
+use hetsched_core::shapes::MachineShape;
 use hetsched_core::Topology;
 use hetsched_sim::workload::{AppSpec, MissCurve, Phase, PhaseEnd, ThreadSpec, Workload};
 use hetsched_sim::{simulate, RunResult, SimConfig};
 use proptest::prelude::*;
-use std::fmt::Write as _;
 
 /// Random cases in a normal test run (seconds in the test profile on two cores).
 const DEFAULT_CASES: u32 = 64;
@@ -32,90 +31,14 @@ const OTHERS: &[&str] = &[
     "numa-amp",
 ];
 
-/// A machine: core classes (GHz, fastest first after sorting), cores per class, NUMA nodes,
-/// shared or private LLCs, FPU-sharing modules.
-#[derive(Clone, Debug)]
-struct MachineSpec {
-    ghz: Vec<f64>,
-    cores: Vec<u32>,
-    nodes: u32,
-    shared_llc: bool,
-    fpu_modules: bool,
+/// The machine of a shape, which every drawn shape must give.
+fn topology(shape: &MachineShape) -> Topology {
+    shape
+        .topology()
+        .unwrap_or_else(|e| panic!("{e}\n{}", shape.toml()))
 }
 
-impl MachineSpec {
-    fn total(&self) -> u32 {
-        self.cores.iter().sum()
-    }
-
-    fn toml(&self) -> String {
-        let n = self.total();
-        let mut s = String::new();
-        writeln!(s, "name = \"random\"\nmemory_latency_ns = 80.0").unwrap();
-        for (k, g) in self.ghz.iter().enumerate() {
-            writeln!(s, "[[classes]]\nname = \"c{k}\"\nfreq_ghz = {g}").unwrap();
-        }
-        let mut first = 0;
-        for (k, &c) in self.cores.iter().enumerate() {
-            writeln!(
-                s,
-                "[[cores]]\ncpus = \"{}-{}\"\nclass = \"c{k}\"",
-                first,
-                first + c - 1
-            )
-            .unwrap();
-            first += c;
-        }
-        let nodes = self.nodes.min(n);
-        let per = n.div_ceil(nodes);
-        let mut ranges = Vec::new();
-        let mut lo = 0;
-        while lo < n {
-            let hi = (lo + per).min(n);
-            ranges.push((lo, hi - 1));
-            lo = hi;
-        }
-        for &(lo, hi) in &ranges {
-            if self.shared_llc {
-                writeln!(
-                    s,
-                    "[[caches]]\nlevel = 3\nsize = \"8 MiB\"\nassoc = 16\ncpus = \"{lo}-{hi}\""
-                )
-                .unwrap();
-            } else {
-                writeln!(
-                    s,
-                    "[[caches]]\nlevel = 2\nsize = \"1 MiB\"\nassoc = 8\ncpus = \"{lo}-{hi}\"\n\
-                     shared_by = 1"
-                )
-                .unwrap();
-            }
-        }
-        if ranges.len() > 1 {
-            for &(lo, hi) in &ranges {
-                let row: Vec<String> = (0..ranges.len())
-                    .map(|j| if ranges[j].0 == lo { "10" } else { "20" }.to_string())
-                    .collect();
-                writeln!(
-                    s,
-                    "[[nodes]]\ncpus = \"{lo}-{hi}\"\ndistance = [{}]",
-                    row.join(", ")
-                )
-                .unwrap();
-            }
-        }
-        if self.fpu_modules && n.is_multiple_of(2) {
-            writeln!(s, "[[modules]]\ncpus = \"0-{}\"\nshared_by = 2", n - 1).unwrap();
-        }
-        s
-    }
-
-    fn topology(&self) -> Topology {
-        parse_machine(&self.toml(), "random").unwrap_or_else(|e| panic!("{e}\n{}", self.toml()))
-    }
-}
-
-fn arb_machine() -> impl Strategy<Value = MachineSpec> {
+fn arb_machine() -> impl Strategy<Value = MachineShape> {
     (1usize..=4, 2u32..=64)
         .prop_flat_map(|(classes, total)| {
             let classes = classes.min(total as usize);
@@ -144,7 +67,8 @@ fn arb_machine() -> impl Strategy<Value = MachineSpec> {
             let sum: u32 = cores.iter().sum();
             let last = cores.last_mut().unwrap();
             *last = (*last + total).saturating_sub(sum).max(1);
-            MachineSpec {
+            MachineShape {
+                name: "random".into(),
                 ghz,
                 cores,
                 nodes,
@@ -318,7 +242,7 @@ fn arb_app(cores: u32) -> impl Strategy<Value = AppKind> {
 
 #[derive(Clone, Debug)]
 struct Case {
-    machine: MachineSpec,
+    machine: MachineShape,
     apps: Vec<AppKind>,
 }
 
@@ -358,7 +282,7 @@ fn run(topo: &Topology, w: &Workload, policy: &str, seed: u64) -> RunResult {
 /// `hetsched`'s makespan speedup over the default baseline, after checking that a seed fixes its
 /// run (the work-conservation assertion runs inside both runs).
 fn vs_baseline(case: &Case) -> f64 {
-    let topo = case.machine.topology();
+    let topo = topology(&case.machine);
     let w = case.workload();
     let base = run(&topo, &w, "linux-default", 1);
     let ours = run(&topo, &w, "hetsched", 1);
@@ -377,7 +301,7 @@ fn vs_baseline(case: &Case) -> f64 {
 
 /// `hetsched`'s makespan speedup over the best other policy, and that policy.
 fn vs_best_other(case: &Case) -> (f64, &'static str) {
-    let topo = case.machine.topology();
+    let topo = topology(&case.machine);
     let w = case.workload();
     let ours = run(&topo, &w, "hetsched", 1);
     assert!(ours.finished, "unfinished run");
@@ -412,7 +336,7 @@ fn describe(case: &Case) -> String {
 
 /// The work-conservation assertion fires inside the runs; a seed fixes a run.
 fn conserving_and_deterministic(case: &Case) {
-    let topo = case.machine.topology();
+    let topo = topology(&case.machine);
     let w = case.workload();
     let a = run(&topo, &w, "hetsched", 1);
     let b = run(&topo, &w, "hetsched", 1);
@@ -506,7 +430,8 @@ fn survey() {
 #[test]
 fn regression_programs_beside_a_lone_service_on_four_classes() {
     let case = Case {
-        machine: MachineSpec {
+        machine: MachineShape {
+            name: "random".into(),
             ghz: vec![1.53, 1.3, 1.05, 1.0],
             cores: vec![3, 3, 2, 7],
             nodes: 4,
@@ -544,7 +469,8 @@ fn regression_programs_beside_a_lone_service_on_four_classes() {
 #[test]
 fn one_fast_seven_slow_with_eight_programs() {
     let case = Case {
-        machine: MachineSpec {
+        machine: MachineShape {
+            name: "random".into(),
             ghz: vec![3.0, 1.2],
             cores: vec![1, 7],
             nodes: 1,
