@@ -470,7 +470,9 @@ fn memory_and_the_summary_stay_bounded_under_thread_churn() {
     let text = String::from_utf8_lossy(&out.stdout);
     let r: Value = serde_json::from_str(&text).unwrap();
     let seen = r["threads_seen"].as_u64().unwrap();
-    assert!(seen > 2000, "only {seen} threads seen");
+    // About 3,000 threads start in the 6 s on an idle 2-core machine; on a loaded one fewer
+    // (1,760 seen at worst), still far more than one record a thread would let memory hold.
+    assert!(seen > 1500, "only {seen} threads seen");
     assert!(
         r.get("threads").is_none(),
         "no per-thread rows: {text:.300}"
