@@ -49,7 +49,10 @@ fn options() -> Options {
         match a.as_str() {
             "--runs" => o.runs = args.next().and_then(|v| v.parse().ok()).expect("--runs N"),
             "--duration" => {
-                o.duration_s = args.next().and_then(|v| v.parse().ok()).expect("--duration S");
+                o.duration_s = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--duration S");
             }
             "--policy" => {
                 o.policies = args
@@ -129,8 +132,12 @@ fn main() {
     }
     let big = SIZES.len() - 1;
     let engine_ratio = wall[big][0] / yard;
-    let policy_ratio: Vec<f64> = (1..names.len()).map(|p| wall[big][p] / wall[big][0]).collect();
-    let growth: Vec<f64> = (0..names.len()).map(|p| wall[big][p] / wall[0][p]).collect();
+    let policy_ratio: Vec<f64> = (1..names.len())
+        .map(|p| wall[big][p] / wall[big][0])
+        .collect();
+    let growth: Vec<f64> = (0..names.len())
+        .map(|p| wall[big][p] / wall[0][p])
+        .collect();
     if o.json {
         let doc = serde_json::json!({
             "runs": o.runs,

@@ -22,7 +22,12 @@ pub struct YardstickRun {
 }
 
 /// Simulate `workload`'s threads on `topo`'s cores for `duration_ns` at `quantum_ns`.
-pub fn run(topo: &Topology, workload: &Workload, quantum_ns: u64, duration_ns: u64) -> YardstickRun {
+pub fn run(
+    topo: &Topology,
+    workload: &Workload,
+    quantum_ns: u64,
+    duration_ns: u64,
+) -> YardstickRun {
     let n = topo.num_cores();
     // Instructions per ns of each core: its class's clock (a class without one runs at its
     // capacity times 2 GHz, as in the engine).

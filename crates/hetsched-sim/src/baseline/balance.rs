@@ -83,12 +83,15 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
         }
         candidates.sort_unstable();
         let to = CoreId::from_index(c);
-        let pick = candidates.into_iter().map(|k| k as u32 as usize).find_map(|b| {
-            movable(rq.waiting(CoreId::from_index(b)), |t| {
-                rq.allowed(t).contains(to)
-            })
-            .map(|t| (b, t))
-        });
+        let pick = candidates
+            .into_iter()
+            .map(|k| k as u32 as usize)
+            .find_map(|b| {
+                movable(rq.waiting(CoreId::from_index(b)), |t| {
+                    rq.allowed(t).contains(to)
+                })
+                .map(|t| (b, t))
+            });
         match pick {
             Some((b, t)) => {
                 port.move_thread(t, to);

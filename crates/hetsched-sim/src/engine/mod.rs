@@ -533,7 +533,11 @@ impl<'a> Simulation<'a> {
         let through = CoreId(c.0 + PREFETCH_THROUGH as u32);
         if let (Some(core), false) = (self.cores.get(through), self.app_heat.is_empty()) {
             let heat = &self.app_heat[core.node];
-            for t in core.current.into_iter().chain(self.queues[through].first().map(|f| f.1)) {
+            for t in core
+                .current
+                .into_iter()
+                .chain(self.queues[through].first().map(|f| f.1))
+            {
                 if let Some(h) = heat.get(self.threads[t].app.index()) {
                     prefetch(h);
                 }
