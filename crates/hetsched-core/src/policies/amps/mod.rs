@@ -357,13 +357,12 @@ impl Scratch {
         s: usize,
         d: usize,
     ) {
-        let power = &machine.power[..];
         for c in [s, d] {
-            order.remove(machine, c, &self.key(power, c));
+            order.take(machine, self, c);
         }
         self.apply(t, was_running, s, d);
         for c in [s, d] {
-            order.insert(machine, c, self.key(power, c));
+            order.put(machine, self, c);
         }
     }
 
@@ -384,22 +383,25 @@ impl Scratch {
     }
 }
 
-/// The cores ordered by key ([`CoreKey`]) for a periodic balance: all of them, and those of each
-/// LLC and of each node, kept up to date move by move so that the nearest destinations are read
-/// in order instead of sorted for every source. A new-idle balance keeps none (`Default`).
+/// The cores ordered for a periodic balance, kept up to date move by move: by key
+/// ([`CoreKey`]) all of them, and those of each LLC and of each node, so that the nearest
+/// destinations are read in order instead of sorted for every source; and by the scaled load each
+/// would have with one more thread ([`after_key`]), whose least bounds which sources can shed. A
+/// new-idle balance keeps none (`Default`).
 #[derive(Debug, Default)]
 struct Orders {
     /// Whether the sets are kept.
     kept: bool,
     all: BTreeSet<CoreKey>,
-    /// Per LLC and per node; empty when not grouped.
+    /// Per LLC and per node.
     llc: Vec<BTreeSet<CoreKey>>,
     node: Vec<BTreeSet<CoreKey>>,
+    after: BTreeSet<(u64, u32)>,
 }
 
 impl Orders {
-    /// Every core's key, in all, per LLC and per node. (A set collected from an iterator is
-    /// sorted once and built in bulk, far cheaper than inserting key by key.)
+    /// Every core's keys. (A set collected from an iterator is sorted once and built in bulk, far
+    /// cheaper than inserting key by key.)
     fn new(machine: &Machine, sc: &Scratch) -> Self {
         let power = &machine.power[..];
         let key = |c: &u32| sc.key(power, *c as usize);
@@ -412,34 +414,47 @@ impl Orders {
             node: (machine.node_cores.iter())
                 .map(|m| m.iter().map(key).collect())
                 .collect(),
+            after: (0..power.len())
+                .map(|c| after_key(&sc.runnable, power, c))
+                .collect(),
         }
     }
 
-    /// The sets core `c` belongs to (none when not kept).
+    /// The key sets core `c` belongs to.
     fn sets_of(
         &mut self,
         machine: &Machine,
         c: usize,
     ) -> impl Iterator<Item = &mut BTreeSet<CoreKey>> {
-        let kept = self.kept;
         let llc = machine.llc[c].and_then(|l| self.llc.get_mut(l.index()));
         let node = self.node.get_mut(machine.node[c].index());
-        std::iter::once(&mut self.all)
-            .chain(llc)
-            .chain(node)
-            .filter(move |_| kept)
+        std::iter::once(&mut self.all).chain(llc).chain(node)
     }
 
-    fn remove(&mut self, machine: &Machine, c: usize, k: &CoreKey) {
-        for set in self.sets_of(machine, c) {
-            set.remove(k);
+    /// Take core `c`'s keys out, before its run-queue length changes.
+    fn take(&mut self, machine: &Machine, sc: &Scratch, c: usize) {
+        if !self.kept {
+            return;
         }
+        let k = sc.key(&machine.power, c);
+        for set in self.sets_of(machine, c) {
+            set.remove(&k);
+        }
+        self.after
+            .remove(&after_key(&sc.runnable, &machine.power, c));
     }
 
-    fn insert(&mut self, machine: &Machine, c: usize, k: CoreKey) {
+    /// Put core `c`'s keys back, after its run-queue length changed.
+    fn put(&mut self, machine: &Machine, sc: &Scratch, c: usize) {
+        if !self.kept {
+            return;
+        }
+        let k = sc.key(&machine.power, c);
         for set in self.sets_of(machine, c) {
             set.insert(k);
         }
+        self.after
+            .insert(after_key(&sc.runnable, &machine.power, c));
     }
 }
 
@@ -526,10 +541,6 @@ impl Amps {
             None => Orders::new(machine, sc),
             Some(_) => Orders::default(),
         };
-        let mut after_order: BTreeSet<(u64, u32)> = match only {
-            Some(_) => BTreeSet::new(),
-            None => (0..n).map(|c| after_key(&sc.runnable, power, c)).collect(),
-        };
         let max_moves = view.threads.len() + n;
         let mut moves = 0;
         let mut candidates: Vec<(u8, CoreKey)> = Vec::new();
@@ -538,7 +549,6 @@ impl Amps {
         let mut idle: Vec<usize> = Vec::new();
         let mut fill = |sc: &mut Scratch,
                         order: &mut Orders,
-                        after_order: &mut BTreeSet<(u64, u32)>,
                         moves: &mut usize,
                         candidates: &mut Vec<(u8, CoreKey)>,
                         out: &mut Vec<Placement>| {
@@ -558,29 +568,12 @@ impl Amps {
                 else {
                     continue;
                 };
-                if only.is_none() {
-                    for c in [s, d] {
-                        after_order.remove(&after_key(&sc.runnable, power, c));
-                    }
-                }
                 sc.apply_keyed(order, machine, t, was_running, s, d);
-                if only.is_none() {
-                    for c in [s, d] {
-                        after_order.insert(after_key(&sc.runnable, power, c));
-                    }
-                }
                 out.push(Placement::pin(t, CoreId(d as u32)));
                 *moves += 1;
             }
         };
-        fill(
-            sc,
-            &mut order,
-            &mut after_order,
-            &mut moves,
-            &mut candidates,
-            out,
-        );
+        fill(sc, &mut order, &mut moves, &mut candidates, out);
         'balance: while moves < max_moves {
             if let Some(d) = only {
                 // New-idle balance, once the core runs a thread: `d` pulls from the nearest source
@@ -622,7 +615,8 @@ impl Amps {
             // Periodic balance: the busiest source (the slower on ties) gives a thread to the
             // nearest core the move improves, the least loaded (then faster) among equally near.
             // No source at or below the least load any core would have after a move can shed.
-            let min_after = after_order
+            let min_after = order
+                .after
                 .first()
                 .map_or(f64::MAX, |&(a, _)| f64::from_bits(a));
             let mut decision = None;
@@ -690,25 +684,12 @@ impl Amps {
             let Some((s, dst, (t, was_running))) = decision else {
                 break;
             };
-            for c in [s, dst.index()] {
-                after_order.remove(&after_key(&sc.runnable, power, c));
-            }
             sc.apply_keyed(&mut order, machine, t, was_running, s, dst.index());
-            for c in [s, dst.index()] {
-                after_order.insert(after_key(&sc.runnable, power, c));
-            }
             out.push(Placement::pin(t, dst));
             moves += 1;
         }
         if only.is_none() {
-            fill(
-                sc,
-                &mut order,
-                &mut after_order,
-                &mut moves,
-                &mut candidates,
-                out,
-            );
+            fill(sc, &mut order, &mut moves, &mut candidates, out);
         }
     }
 }
