@@ -37,7 +37,8 @@ struct Options {
     json: bool,
 }
 
-fn options() -> Options {
+/// The options from the command line, or a one-line message naming the bad one.
+fn options() -> Result<Options, String> {
     let mut o = Options {
         runs: 3,
         duration_s: 60.0,
@@ -46,29 +47,38 @@ fn options() -> Options {
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
+        let mut value = |what: &str| args.next().ok_or(format!("{a} needs {what}"));
         match a.as_str() {
-            "--runs" => o.runs = args.next().and_then(|v| v.parse().ok()).expect("--runs N"),
+            "--runs" => {
+                let v = value("a number of runs")?;
+                o.runs = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or(format!("--runs {v:?}: a whole number above 0"))?;
+            }
             "--duration" => {
-                o.duration_s = args
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .expect("--duration S");
+                let v = value("simulated seconds")?;
+                o.duration_s = v
+                    .parse()
+                    .ok()
+                    .filter(|&s: &f64| s.is_finite() && s > 0.0)
+                    .ok_or(format!("--duration {v:?}: seconds above 0"))?;
             }
             "--policy" => {
-                o.policies = args
-                    .next()
-                    .expect("--policy A,B")
-                    .split(',')
-                    .map(str::to_string)
-                    .collect();
+                let v = value("policy names, comma-separated")?;
+                o.policies = v.split(',').map(str::to_string).collect();
+                if let Some(bad) = o.policies.iter().find(|p| policy_by_name(p).is_none()) {
+                    return Err(format!("--policy {bad:?}: no such policy"));
+                }
             }
             "--json" => o.json = true,
             // cargo bench passes --bench to every bench binary.
             "--bench" => {}
-            other => panic!("unknown argument {other}"),
+            other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    o
+    Ok(o)
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -95,7 +105,13 @@ fn timed(runs: usize, mut f: impl FnMut()) -> f64 {
 }
 
 fn main() {
-    let o = options();
+    let o = match options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("scale: {e}");
+            std::process::exit(2);
+        }
+    };
     let duration_ns = (o.duration_s * NS_PER_S as f64) as u64;
     let cfg = SimConfig {
         duration_ns,
