@@ -149,7 +149,9 @@ pub const ACTIVE_WINDOW_NS: u64 = 2_000_000_000;
 /// far beyond the number of threads goes to a map instead, so no id can make it large.
 #[derive(Clone, Debug, Default)]
 struct ProcessCounts {
+    /// Counts of ids below `limit`, as long as the largest such id counted.
     dense: Vec<u32>,
+    limit: usize,
     sparse: HashMap<AppId, u32>,
     /// Processes with two or more competing threads.
     grouped: u32,
@@ -159,16 +161,21 @@ impl ProcessCounts {
     /// Forget every count; ids below a bound from `threads` (the view's thread count) are dense.
     fn clear(&mut self, threads: usize) {
         self.dense.clear();
-        self.dense.resize(4 * threads + 1024, 0);
+        self.limit = 4 * threads + 1024;
         self.sparse.clear();
         self.grouped = 0;
     }
 
     /// One more competing thread of process `app`.
     fn add(&mut self, app: AppId) {
-        let n = match self.dense.get_mut(app.index()) {
-            Some(n) => n,
-            None => self.sparse.entry(app).or_insert(0),
+        let i = app.index();
+        let n = if i < self.limit {
+            if i >= self.dense.len() {
+                self.dense.resize(i + 1, 0);
+            }
+            &mut self.dense[i]
+        } else {
+            self.sparse.entry(app).or_insert(0)
         };
         *n += 1;
         if *n == 2 {
@@ -178,9 +185,11 @@ impl ProcessCounts {
 
     /// Competing threads of process `app` (0 for one with none, or none live).
     fn get(&self, app: AppId) -> u32 {
-        match self.dense.get(app.index()) {
-            Some(&n) => n,
-            None => self.sparse.get(&app).copied().unwrap_or(0),
+        let i = app.index();
+        if i < self.limit {
+            self.dense.get(i).copied().unwrap_or(0)
+        } else {
+            self.sparse.get(&app).copied().unwrap_or(0)
         }
     }
 }
