@@ -24,8 +24,9 @@ pub struct ValidateArgs {
     /// Short mode: smaller programs, fewer cases, one run each (what the test suite runs).
     #[arg(long)]
     pub quick: bool,
-    /// Live runs per case; the shortest is kept (the machine is shared and noisy).
-    #[arg(long, default_value_t = 3)]
+    /// Live runs per case, in rounds over all cases; the shortest is kept (the machine is shared
+    /// and noisy).
+    #[arg(long, default_value_t = 5)]
     pub runs: u32,
     /// The CPU made slow for the emulated cases.
     #[arg(long, default_value_t = 1)]
@@ -150,6 +151,14 @@ struct Case {
     programs: Vec<Program>,
 }
 
+/// Integer (or FP) units of a one-thread program at the quick size: about 0.17 s alone here.
+const INT_UNITS: u64 = 60;
+/// A streaming program's array, MiB (larger than this machine's last-level cache).
+const STREAM_MIB: u64 = 32;
+/// Its passes at the quick size: about as long alone as `INT_UNITS`, so that streaming cases are
+/// not dominated by the array's first touch and timer noise.
+const STREAM_PASSES: u64 = 32;
+
 fn cases(quick: bool) -> Vec<Case> {
     // Full mode: about a second of solo work per program; quick mode: about a fifth.
     let k = if quick { 1 } else { 5 };
@@ -158,22 +167,22 @@ fn cases(quick: bool) -> Vec<Case> {
             name: "int, 1 thread",
             programs: vec![Program::Int {
                 threads: 1,
-                work: 60 * k,
+                work: INT_UNITS * k,
             }],
         },
         Case {
             name: "fp, 1 thread",
             programs: vec![Program::Fp {
                 threads: 1,
-                work: 60 * k,
+                work: INT_UNITS * k,
             }],
         },
         Case {
             name: "stream, 1 thread",
             programs: vec![Program::Stream {
                 threads: 1,
-                mib: 32,
-                passes: 4 * k as u32,
+                mib: STREAM_MIB,
+                passes: (STREAM_PASSES * k) as u32,
             }],
         },
         Case {
@@ -190,12 +199,12 @@ fn cases(quick: bool) -> Vec<Case> {
             programs: vec![
                 Program::Int {
                     threads: 1,
-                    work: 60 * k,
+                    work: INT_UNITS * k,
                 },
                 Program::Stream {
                     threads: 1,
-                    mib: 32,
-                    passes: 4 * k as u32,
+                    mib: STREAM_MIB,
+                    passes: (STREAM_PASSES * k) as u32,
                 },
             ],
         },
@@ -203,7 +212,7 @@ fn cases(quick: bool) -> Vec<Case> {
             name: "int, 4 threads",
             programs: vec![Program::Int {
                 threads: 4,
-                work: 30 * k,
+                work: INT_UNITS / 2 * k,
             }],
         },
         Case {
@@ -253,15 +262,14 @@ fn wall_times(out: &str) -> Vec<f64> {
         .collect()
 }
 
-/// Run `programs` together (under `hetsched run --policy` unless the policy is the kernel's),
-/// `runs` times; the shortest and the longest case time (its last program's), s.
-fn measure(
+/// Run `programs` together once (under `hetsched run --policy` unless the policy is the
+/// kernel's): the case's time (its last program's), s.
+fn measure_once(
     programs: &[Program],
     policy: &str,
-    runs: u32,
     work_bin: &Path,
     me: &Path,
-) -> anyhow::Result<(f64, f64)> {
+) -> anyhow::Result<f64> {
     let script = programs
         .iter()
         .map(|p| {
@@ -276,67 +284,100 @@ fn measure(
         .collect::<Vec<_>>()
         .join(" ")
         + " wait";
-    let (mut best, mut worst) = (f64::INFINITY, 0.0f64);
-    for _ in 0..runs.max(1) {
-        let mut cmd = if policy == linux_default::NAME {
-            let mut c = Command::new("sh");
-            c.args(["-c", &script]);
-            c
-        } else {
-            let mut c = Command::new(me);
-            c.args(["run", "--policy", policy, "--", "sh", "-c", &script]);
-            c
-        };
-        let out = cmd.stderr(Stdio::null()).output()?;
-        if !out.status.success() {
-            anyhow::bail!("{policy}: {script}: exited with {}", out.status);
-        }
-        let times = wall_times(&String::from_utf8_lossy(&out.stdout));
-        if times.len() != programs.len() {
-            anyhow::bail!(
-                "{policy}: {script}: {} of {} programs reported",
-                times.len(),
-                programs.len()
-            );
-        }
-        let t = times.iter().copied().fold(0.0, f64::max);
-        best = best.min(t);
-        worst = worst.max(t);
+    let mut cmd = if policy == linux_default::NAME {
+        let mut c = Command::new("sh");
+        c.args(["-c", &script]);
+        c
+    } else {
+        let mut c = Command::new(me);
+        c.args(["run", "--policy", policy, "--", "sh", "-c", &script]);
+        c
+    };
+    let out = cmd.stderr(Stdio::null()).output()?;
+    if !out.status.success() {
+        anyhow::bail!("{policy}: {script}: exited with {}", out.status);
     }
-    Ok((best, worst))
+    let times = wall_times(&String::from_utf8_lossy(&out.stdout));
+    if times.len() != programs.len() {
+        anyhow::bail!(
+            "{policy}: {script}: {} of {} programs reported",
+            times.len(),
+            programs.len()
+        );
+    }
+    Ok(times.iter().copied().fold(0.0, f64::max))
+}
+
+/// The shortest and the longest of a case's live runs, s.
+#[derive(Clone, Copy, Debug)]
+struct Timing {
+    best: f64,
+    worst: f64,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            best: f64::INFINITY,
+            worst: 0.0,
+        }
+    }
+}
+
+impl Timing {
+    fn add(&mut self, t: f64) {
+        self.best = self.best.min(t);
+        self.worst = self.worst.max(t);
+    }
 }
 
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-/// Solo runs before any CPU is made slow, placed by the kernel as the live cases are: seconds per
-/// unit of each kind of work.
-fn calibrate(work_bin: &Path, quick: bool, runs: u32) -> anyhow::Result<Calibration> {
+/// The solo runs a calibration is made of, before any CPU is made slow, placed by the kernel as
+/// the live cases are: the `hetsched-work` arguments of each and the units of work it does
+/// (integer units, FP units, MiB passes), in `Calibration`'s order.
+fn calibration_runs(quick: bool) -> [(Vec<String>, f64); 3] {
     let k = if quick { 1 } else { 5 };
-    let solo = |args: &[&str]| -> anyhow::Result<f64> {
-        let mut best = f64::INFINITY;
-        for _ in 0..runs.max(1) {
-            let out = Command::new(work_bin)
-                .args(args)
-                .stderr(Stdio::null())
-                .output()?;
-            let t = wall_times(&String::from_utf8_lossy(&out.stdout));
-            best = best.min(
-                *t.first()
-                    .ok_or_else(|| anyhow::anyhow!("calibration run {args:?} reported nothing"))?,
-            );
-        }
-        Ok(best)
-    };
-    let units = 60 * k;
-    let passes = 4 * k;
-    Ok(Calibration {
-        int_unit_s: solo(&["int", "--work", &units.to_string()])? / units as f64,
-        fp_unit_s: solo(&["fp", "--work", &units.to_string()])? / units as f64,
-        stream_mib_pass_s: solo(&["stream", "--mib", "32", "--passes", &passes.to_string()])?
-            / (32.0 * passes as f64),
-    })
+    let (units, passes) = (INT_UNITS * k, STREAM_PASSES * k);
+    let args = |v: &[&str]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+    [
+        (args(&["int", "--work", &units.to_string()]), units as f64),
+        (args(&["fp", "--work", &units.to_string()]), units as f64),
+        (
+            args(&[
+                "stream",
+                "--mib",
+                &STREAM_MIB.to_string(),
+                "--passes",
+                &passes.to_string(),
+            ]),
+            (STREAM_MIB * passes) as f64,
+        ),
+    ]
+}
+
+/// One solo run of `hetsched-work args`, s.
+fn solo_once(work_bin: &Path, args: &[String]) -> anyhow::Result<f64> {
+    let out = Command::new(work_bin)
+        .args(args)
+        .stderr(Stdio::null())
+        .output()?;
+    wall_times(&String::from_utf8_lossy(&out.stdout))
+        .first()
+        .copied()
+        .ok_or_else(|| anyhow::anyhow!("calibration run {args:?} reported nothing"))
+}
+
+/// Seconds per unit of each kind of work from the shortest solo run of each.
+fn calibration(quick: bool, best: &[Timing; 3]) -> Calibration {
+    let runs = calibration_runs(quick);
+    Calibration {
+        int_unit_s: best[0].best / runs[0].1,
+        fp_unit_s: best[1].best / runs[1].1,
+        stream_mib_pass_s: best[2].best / runs[2].1,
+    }
 }
 
 /// The twin of `programs` as a workload file: each program an app whose phases take, alone on
@@ -531,81 +572,114 @@ pub fn run_validate(args: &ValidateArgs) -> anyhow::Result<()> {
     let work_bin = sibling("hetsched-work")?;
     let me = std::env::current_exe()?;
     let runs = if args.quick { 1 } else { args.runs.max(1) };
-    eprintln!("validate: calibrating (solo runs, no CPU slowed) ...");
-    let cal = calibrate(&work_bin, args.quick, runs)?;
+    let cases = cases(args.quick);
+    let state_name = |emulated: bool| if emulated { "emulated" } else { "as is" };
+    // Live runs go in rounds: every case under every policy once a round (the calibration's solo
+    // runs too, on the machine as it is), so that a spell of noise from the machine's other
+    // tenants costs one run of many cases, not every run of one case.
+    let live_rounds = |emulated: bool,
+                       solo: &mut Option<&mut [Timing; 3]>,
+                       timings: &mut [Timing]|
+     -> anyhow::Result<()> {
+        for round in 1..=runs {
+            if let Some(solo) = solo.as_deref_mut() {
+                eprintln!(
+                    "validate: round {round}/{runs} · calibration (solo runs, no CPU slowed)"
+                );
+                for (timing, (args, _)) in solo.iter_mut().zip(calibration_runs(args.quick)) {
+                    timing.add(solo_once(&work_bin, &args)?);
+                }
+            }
+            for (i, case) in cases.iter().enumerate() {
+                for (j, policy) in POLICIES.iter().enumerate() {
+                    eprintln!(
+                        "validate: round {round}/{runs} · {} · {} · {policy}",
+                        case.name,
+                        state_name(emulated)
+                    );
+                    timings[i * POLICIES.len() + j].add(measure_once(
+                        &case.programs,
+                        policy,
+                        &work_bin,
+                        &me,
+                    )?);
+                }
+            }
+        }
+        Ok(())
+    };
+    let mut solo = [Timing::default(); 3];
+    let mut plain_timings = vec![Timing::default(); cases.len() * POLICIES.len()];
+    live_rounds(false, &mut Some(&mut solo), &mut plain_timings)?;
+    let cal = calibration(args.quick, &solo);
     let plain = d.topology.clone();
     let emulated_text =
         hetsched_live::emulate::emulated_machine_toml(&d.topology, &[args.slow], args.duty);
     let emulated = hetsched_core::machine_file::parse_machine(&emulated_text, "emulated machine")
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut out = Vec::new();
-    for (is_emulated, topo) in [(false, &plain), (true, &emulated)] {
-        let rate = instructions_per_second(topo)?;
-        // The emulation runs beside every live case of this state.
-        let mut emulation = if is_emulated {
-            let child = Command::new(&me)
-                .args([
-                    "emulate",
-                    "--slow",
-                    &args.slow.to_string(),
-                    "--duty",
-                    &args.duty.to_string(),
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()?;
-            // Let it start its stealing threads and write the machine file `run` reads.
-            std::thread::sleep(Duration::from_millis(500));
-            Some(child)
-        } else {
-            None
-        };
-        let result = (|| -> anyhow::Result<()> {
-            for case in cases(args.quick) {
-                let w = Workload::parse(&twin_toml(&case.programs, &cal, rate), "twin", topo)
-                    .map_err(|e| anyhow::anyhow!("twin of {}: {e}", case.name))?;
-                let mut kernel = (0.0, 0.0);
-                let mut noise = NOISE;
-                for policy in POLICIES {
-                    eprintln!(
-                        "validate: {} · {} · {policy}",
-                        case.name,
-                        if is_emulated { "emulated" } else { "as is" }
-                    );
-                    let (measured, slowest) =
-                        measure(&case.programs, policy, runs, &work_bin, &me)?;
-                    let predicted = simulate(topo, &w, policy, args.seeds)?;
-                    if policy == linux_default::NAME {
-                        kernel = (measured, predicted);
-                        noise = (slowest / measured - 1.0).max(NOISE);
-                    }
-                    let (ms, ps) = (kernel.0 / measured, kernel.1 / predicted);
-                    let error = (predicted - measured) / measured;
-                    out.push(CaseJson {
-                        name: case.name.to_string(),
-                        emulated: is_emulated,
-                        policy,
-                        measured_s: measured,
-                        predicted_s: predicted,
-                        error,
-                        within_goal: error.abs() <= GOAL,
-                        measured_speedup: ms,
-                        predicted_speedup: ps,
-                        noise,
-                        direction_agrees: side(ms, noise) == side(ps, NOISE),
-                    });
-                }
-            }
-            Ok(())
-        })();
-        if let Some(mut child) = emulation.take() {
-            // SAFETY: kill sends a signal to our own child.
-            unsafe {
-                libc::kill(child.id() as i32, libc::SIGTERM);
-            }
-            let _ = child.wait();
+    let mut emulated_timings = vec![Timing::default(); cases.len() * POLICIES.len()];
+    {
+        // The emulation runs beside every live case of the emulated state.
+        let mut child = Command::new(&me)
+            .args([
+                "emulate",
+                "--slow",
+                &args.slow.to_string(),
+                "--duty",
+                &args.duty.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        // Let it start its stealing threads and write the machine file `run` reads.
+        std::thread::sleep(Duration::from_millis(500));
+        let result = live_rounds(true, &mut None, &mut emulated_timings);
+        // SAFETY: kill sends a signal to our own child.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
         }
+        let _ = child.wait();
         result?;
+    }
+    eprintln!("validate: simulating the twins ...");
+    let mut out = Vec::new();
+    for (is_emulated, topo, timings) in [
+        (false, &plain, &plain_timings),
+        (true, &emulated, &emulated_timings),
+    ] {
+        let rate = instructions_per_second(topo)?;
+        for (i, case) in cases.iter().enumerate() {
+            let w = Workload::parse(&twin_toml(&case.programs, &cal, rate), "twin", topo)
+                .map_err(|e| anyhow::anyhow!("twin of {}: {e}", case.name))?;
+            let mut kernel = (0.0, 0.0);
+            let mut noise = NOISE;
+            for (j, &policy) in POLICIES.iter().enumerate() {
+                let Timing {
+                    best: measured,
+                    worst: slowest,
+                } = timings[i * POLICIES.len() + j];
+                let predicted = simulate(topo, &w, policy, args.seeds)?;
+                if policy == linux_default::NAME {
+                    kernel = (measured, predicted);
+                    noise = (slowest / measured - 1.0).max(NOISE);
+                }
+                let (ms, ps) = (kernel.0 / measured, kernel.1 / predicted);
+                let error = (predicted - measured) / measured;
+                out.push(CaseJson {
+                    name: case.name.to_string(),
+                    emulated: is_emulated,
+                    policy,
+                    measured_s: measured,
+                    predicted_s: predicted,
+                    error,
+                    within_goal: error.abs() <= GOAL,
+                    measured_speedup: ms,
+                    predicted_speedup: ps,
+                    noise,
+                    direction_agrees: side(ms, noise) == side(ps, NOISE),
+                });
+            }
+        }
     }
     let within = out.iter().filter(|c| c.within_goal).count();
     let agree = out.iter().filter(|c| c.direction_agrees).count();

@@ -196,6 +196,7 @@ pub fn fold_copies(workload: &Workload, run: &RunResult) -> RunResult {
                 .collect();
             AppResult {
                 name: spec.name.clone(),
+                service: spec.service.clone(),
                 completion_s: (!times.is_empty())
                     .then(|| times.iter().sum::<f64>() / times.len() as f64),
                 completions: times.len() as u64,

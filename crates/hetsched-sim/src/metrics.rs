@@ -8,6 +8,10 @@ use std::collections::BTreeMap;
 pub struct AppResult {
     /// The app's name in the workload.
     pub name: String,
+    /// The service it serves requests of, if the workload says so: apps of one service count
+    /// once in the speedup.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
     /// Mean wall time from start to exit of a completed instance, s (None: none completed).
     pub completion_s: Option<f64>,
     /// Instances that completed.
@@ -129,33 +133,44 @@ pub struct RunResult {
 }
 
 /// Speedup of `r` over `base`: the makespan ratio when the workload ends by itself (`finite`) and
-/// both runs finished. Otherwise the geometric mean over apps, each app (however many copies it
-/// runs) counted once, of its own figure: a closed-loop app's throughput ratio (instructions
-/// retired per simulated second over the window), a batch app's completion-time ratio when it
-/// completed in both runs, else its progress ratio (instructions per simulated second): progress,
-/// never a silent 1. [`speedup_basis`] names the figure.
+/// both runs finished. Otherwise the geometric mean over applications, each counted once, of its
+/// own figure: a closed-loop app's throughput ratio (instructions retired per simulated second over
+/// the window), a batch app's completion-time ratio when it completed in both runs, else its
+/// progress ratio (instructions per simulated second): progress, never a silent 1. An app counts
+/// once however many copies it runs, and the apps of one service (`AppResult::service`) count once
+/// together, with the geometric mean of their figures. [`speedup_basis`] names the figure.
 pub fn speedup(base: &RunResult, r: &RunResult, finite: bool) -> f64 {
     if finite && base.finished && r.finished && r.makespan_s > 0.0 {
         return base.makespan_s / r.makespan_s;
     }
     let rate = |run: &RunResult, a: &AppResult| a.instructions / run.engine.simulated_s.max(1e-12);
-    let ratios: Vec<f64> = base
-        .apps
-        .iter()
-        .zip(&r.apps)
-        .filter_map(|(b, x)| {
-            let ratio = match (b.closed_loop, b.completion_s, x.completion_s) {
-                (false, Some(bt), Some(xt)) if xt > 0.0 => bt / xt,
-                _ if b.instructions > 0.0 => rate(r, x) / rate(base, b),
-                _ => return None,
-            };
-            (ratio.is_finite() && ratio > 0.0).then_some(ratio)
-        })
-        .collect();
-    if ratios.is_empty() {
+    // Log-ratio sums and counts per application: a service's apps share one entry.
+    let mut groups: Vec<(Option<&str>, f64, u32)> = Vec::new();
+    for (b, x) in base.apps.iter().zip(&r.apps) {
+        let ratio = match (b.closed_loop, b.completion_s, x.completion_s) {
+            (false, Some(bt), Some(xt)) if xt > 0.0 => bt / xt,
+            _ if b.instructions > 0.0 => rate(r, x) / rate(base, b),
+            _ => continue,
+        };
+        if !(ratio.is_finite() && ratio > 0.0) {
+            continue;
+        }
+        let service = b.service.as_deref();
+        match groups
+            .iter_mut()
+            .find(|(s, _, _)| service.is_some() && *s == service)
+        {
+            Some((_, sum, n)) => {
+                *sum += ratio.ln();
+                *n += 1;
+            }
+            None => groups.push((service, ratio.ln(), 1)),
+        }
+    }
+    if groups.is_empty() {
         return f64::NAN;
     }
-    (ratios.iter().map(|x| x.ln()).sum::<f64>() / ratios.len() as f64).exp()
+    (groups.iter().map(|(_, sum, n)| sum / *n as f64).sum::<f64>() / groups.len() as f64).exp()
 }
 
 /// What [`speedup`] measures for a workload: its name in every table and document.

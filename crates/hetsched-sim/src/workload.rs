@@ -258,6 +258,9 @@ pub fn profile_signature(name: &str, phases: &[Phase], repeat: u32) -> Signature
 pub struct AppSpec {
     /// The app's name, as results report it.
     pub name: String,
+    /// The service whose requests it serves, if any: apps of one service (several request kinds,
+    /// each its own app) count as one application in a workload's headline figure.
+    pub service: Option<String>,
     /// Instances running at once.
     pub copies: u32,
     /// Start time, ns.
@@ -338,6 +341,7 @@ enum Count {
 #[serde(deny_unknown_fields)]
 struct FileApp {
     name: String,
+    service: Option<String>,
     copies: Option<Count>,
     #[serde(default)]
     arrival_s: f64,
@@ -563,9 +567,13 @@ fn resolve_app(ai: usize, a: FileApp, cores: usize) -> Result<AppSpec, FieldErro
         None => None,
         Some(list) => Some(app_cpus(list, cores).map_err(|m| (at("cpus"), m))?),
     };
+    if a.service.as_deref().is_some_and(|s| s.trim().is_empty()) {
+        return Err((at("service"), "an empty service name".into()));
+    }
     let app = AppSpec {
         cpus,
         name: a.name,
+        service: a.service,
         copies: copies as u32,
         arrival_ns: (a.arrival_s * 1e9) as u64,
         restart: a.restart,

@@ -208,6 +208,7 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
         any::<bool>(),
     )
         .prop_map(|(groups, arrival, restart)| AppSpec {
+            service: None,
             name: "app".into(),
             copies: 1,
             arrival_ns: arrival,
@@ -265,6 +266,7 @@ fn regression_idle_core_with_waiting_thread() {
         description: "".into(),
         apps: vec![
             AppSpec {
+                service: None,
                 name: "app".into(),
                 copies: 1,
                 arrival_ns: 13251137,
@@ -320,6 +322,7 @@ fn regression_idle_core_with_waiting_thread() {
                 cpus: None,
             },
             AppSpec {
+                service: None,
                 name: "app".into(),
                 copies: 1,
                 arrival_ns: 9684258,
@@ -645,4 +648,62 @@ fn an_unfinished_run_is_compared_by_progress_and_classes_are_named() {
         classes["fast"] > 1.9 && classes["slow"] == 0.0,
         "{classes:?}"
     );
+}
+
+/// The apps of one service count once in the speedup: two request kinds of a service whose
+/// throughput quadruples and stays put, beside a batch-like closed loop that stays put, give the
+/// geometric mean of sqrt(4 x 1) and 1, not of 4, 1 and 1.
+#[test]
+fn a_services_apps_count_once_in_the_speedup() {
+    let smp = machine("amps-smp");
+    let text = r#"
+name = "svc"
+[[apps]]
+name = "login"
+service = "web"
+restart = true
+[[apps.threads]]
+count = 1
+[[apps.threads.phases]]
+instructions = 1e6
+cpi = 1.0
+[[apps]]
+name = "search"
+service = "web"
+restart = true
+[[apps.threads]]
+count = 1
+[[apps.threads.phases]]
+instructions = 1e6
+cpi = 1.0
+[[apps]]
+name = "batch"
+restart = true
+[[apps.threads]]
+count = 1
+[[apps.threads.phases]]
+instructions = 1e6
+cpi = 1.0
+"#;
+    let w = Workload::parse(text, "svc.toml", &smp).unwrap();
+    assert_eq!(w.apps[0].service.as_deref(), Some("web"));
+    assert_eq!(w.apps[2].service, None);
+    let cfg = SimConfig {
+        duration_ns: 50_000_000,
+        ..SimConfig::default()
+    };
+    let base = simulate(&smp, &w, policy_by_name("linux-default").unwrap(), cfg);
+    assert_eq!(base.apps[1].service.as_deref(), Some("web"));
+    let mut faster = base.clone();
+    faster.apps[0].instructions *= 4.0;
+    let s = hetsched_sim::metrics::speedup(&base, &faster, false);
+    assert!((s - 2f64.sqrt()).abs() < 1e-9, "grouped speedup {s}");
+    let mut ungrouped = base.clone();
+    for a in &mut ungrouped.apps {
+        a.service = None;
+    }
+    let s = hetsched_sim::metrics::speedup(&ungrouped, &faster, false);
+    assert!((s - 4f64.cbrt()).abs() < 1e-9, "ungrouped speedup {s}");
+    let err = Workload::parse(&text.replacen("\"web\"", "\" \"", 1), "svc.toml", &smp).unwrap_err();
+    assert!(err.to_string().contains("service"), "{err}");
 }

@@ -197,6 +197,7 @@ impl AppKind {
             ),
         };
         AppSpec {
+            service: None,
             name,
             copies,
             arrival_ns: 0,

@@ -100,6 +100,7 @@ pub fn custom_benchmark(threads: u32, units: u64, iterations: f64) -> Workload {
         name: format!("custom-like t{threads} df{units} it{iterations:e}"),
         description: "Pinter's custom benchmark".into(),
         apps: vec![AppSpec {
+            service: None,
             name: "custom-like".into(),
             copies: 1,
             arrival_ns: 0,
@@ -133,6 +134,7 @@ pub fn chat(rooms: u32, messages: u32) -> Workload {
         name: format!("chat-like {rooms} rooms {messages} messages"),
         description: "Chat benchmark rooms".into(),
         apps: vec![AppSpec {
+            service: None,
             name: "chat-like".into(),
             copies: 1,
             arrival_ns: 0,

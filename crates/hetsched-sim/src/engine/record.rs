@@ -157,6 +157,7 @@ impl<'a> Simulation<'a> {
                 llc_evictions: llc[si][2],
                 llc_fills: llc[si][3],
                 name: spec.name.clone(),
+                service: spec.service.clone(),
                 completion_s: if times.is_empty() {
                     None
                 } else {

@@ -29,6 +29,7 @@ pub fn app(name: &str, threads: u32, phases: Vec<Phase>, repeat: u32) -> Workloa
         name: name.into(),
         description: String::new(),
         apps: vec![AppSpec {
+            service: None,
             name: name.into(),
             copies: 1,
             arrival_ns: 0,
