@@ -412,6 +412,9 @@ fn survey() {
         let b = vs_baseline(&case);
         let (o, best) = vs_best_other(&case);
         println!("case {i}: vs baseline {b:.3}, vs best other ({best}) {o:.3}");
+        if b < VS_BASELINE || o < VS_BEST_OTHER {
+            println!("  fails: {}", describe(&case));
+        }
         if b < worst_base.0 {
             worst_base = (b, describe(&case));
         }

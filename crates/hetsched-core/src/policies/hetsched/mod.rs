@@ -240,15 +240,17 @@ pub struct Hetsched {
 impl Hetsched {
     pub fn new(cfg: HetschedConfig) -> Self {
         let slow_period = cfg.interval_ns;
+        let processes = NumaAmp::new(NumaAmpConfig {
+            period_ns: slow_period.unwrap_or(PROFILE_PERIOD_NS),
+            ..Default::default()
+        });
+        let processes_period = processes.rebalance_period_ns();
         Hetsched {
             amps: Amps::new(AmpsConfig {
                 numa: cfg.numa,
                 ..Default::default()
             }),
-            processes: NumaAmp::new(NumaAmpConfig {
-                period_ns: slow_period.unwrap_or(PROFILE_PERIOD_NS),
-                ..Default::default()
-            }),
+            processes,
             fpu: Bulldover::new(BulldoverConfig {
                 period_ns: slow_period.unwrap_or(BULLDOVER_PERIOD_NS),
                 ..Default::default()
@@ -262,7 +264,7 @@ impl Hetsched {
             periods: [
                 u64::MAX,
                 AMPS_BALANCE_PERIOD_NS,
-                slow_period.unwrap_or(PROFILE_PERIOD_NS),
+                processes_period,
                 slow_period.unwrap_or(BULLDOVER_PERIOD_NS),
                 DS_BALANCE_PERIOD_NS,
             ],

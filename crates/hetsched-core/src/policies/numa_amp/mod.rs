@@ -62,6 +62,13 @@ pub const NAME: &str = "numa-amp";
 /// measure even a thread missing once per 10,000 instructions at 1 GHz.
 pub const PROFILE_PERIOD_NS: u64 = 1_000_000_000;
 
+/// How often a schedule that an event asked for is looked at between profiles, ns (ours). The
+/// paper's lazy flag is served at the next profile, up to a second later; a process that starts
+/// meanwhile would run that second on the slow cores while fast cores idle. AMPS's 4 ms balance
+/// period (AMPS section 3) is the order at which placements follow load changes; 10 ms keeps a
+/// burst of process starts to one schedule.
+pub const CHECK_PERIOD_NS: u64 = 10_000_000;
+
 /// Cache-miss variation ratio over which a process's behaviour has changed (equation 2, Fig. 7;
 /// ours, the paper gives none): the miss rate grew or shrank by half of the smaller value. The
 /// AMP list's order only changes when some process's rate crosses another's, which a change of
@@ -182,6 +189,11 @@ pub struct NumaAmp {
     counts_at_schedule: BTreeMap<AppId, u32>,
     /// An event asked for a schedule (the lazy flag of section 3.3.1).
     pending: bool,
+    /// When the counters were last folded into the rates ([`NumaAmp::profile`]).
+    profiled_at: Option<u64>,
+    /// The process the last schedule split across the sides, and how many of its threads it gave
+    /// the fast cores (what whole processes left of the fast cores' share).
+    split: Option<(AppId, usize)>,
     page_moves: Vec<PageMove>,
     notice: Option<String>,
 }
@@ -198,6 +210,8 @@ impl NumaAmp {
             processes: BTreeMap::new(),
             counts_at_schedule: BTreeMap::new(),
             pending: true,
+            profiled_at: None,
+            split: None,
             page_moves: Vec::new(),
             notice: None,
         }
@@ -337,6 +351,19 @@ impl NumaAmp {
             .keys()
             .filter_map(|a| self.processes.get(a).and_then(|p| p.mpki))
             .fold(0.0, f64::max);
+        // A process not yet measured starts from a neutral estimate, the mean CPU-bound factor of
+        // the measured ones (0.5 when none is), and is ranked by its own rate from its first
+        // profile on.
+        let measured: Vec<f64> = counts
+            .keys()
+            .filter_map(|a| self.processes.get(a).and_then(|p| p.mpki))
+            .map(|m| cpu_bound_factor(m, max_mpki))
+            .collect();
+        let neutral = if measured.is_empty() {
+            0.5
+        } else {
+            measured.iter().sum::<f64>() / measured.len() as f64
+        };
         let speedups = self.cfg.static_speedups.as_ref();
         let prints = footprints(view);
         let mut list: Vec<(AppId, u32, f64)> = counts
@@ -356,9 +383,8 @@ impl NumaAmp {
                 }
                 let score = match p.static_speedup {
                     Some(s) => s,
-                    // A process not yet measured counts as CPU-bound: it gets its chance first.
                     None => amp_speedup_factor(
-                        cpu_bound_factor(p.mpki.unwrap_or(0.0), max_mpki),
+                        p.mpki.map_or(neutral, |m| cpu_bound_factor(m, max_mpki)),
                         n,
                         fast_cores,
                     ),
@@ -372,10 +398,23 @@ impl NumaAmp {
         let total: usize = list.iter().map(|e| e.1 as usize).sum();
         let budget = fast_budget(total, fast_cores, self.slow.len());
         let sizes: Vec<u32> = list.iter().map(|e| e.1).collect();
-        let chosen: Vec<AppId> = choose_fast(&sizes, budget)
-            .into_iter()
-            .map(|i| list[i].0)
-            .collect();
+        let chosen_at = choose_fast(&sizes, budget);
+        let chosen: Vec<AppId> = chosen_at.iter().map(|&i| list[i].0).collect();
+        // What whole processes leave of the fast cores' share goes to the best-ranked process
+        // that did not fit: that many of its threads run on the fast cores, the rest on the slow
+        // ones. The paper passes over such a process (Fig. 5: a process split across core types
+        // runs at its slow threads' pace), but the fast cores then idle while its threads queue
+        // on the slow ones, which is slower still: a barrier job of 8 threads on 4 fast + 4 slow
+        // cores runs one thread a core split, two a slow core whole.
+        let taken: usize = chosen_at.iter().map(|&i| sizes[i] as usize).sum();
+        self.split = (taken < budget)
+            .then(|| {
+                list.iter()
+                    .enumerate()
+                    .find(|(i, _)| !chosen_at.contains(i))
+                    .map(|(_, e)| (e.0, budget - taken))
+            })
+            .flatten();
         let numa = self.cfg.numa_aware && !self.is_static() && self.slow_by_node.len() > 1;
         // Lines 3-4: migrate when the set on the fast cores changes.
         for (&app, p) in &mut self.processes {
@@ -392,12 +431,19 @@ impl NumaAmp {
         if numa {
             page_targets = self.place_domains(&counts, &prints);
         }
-        // Placements for every live thread whose allowed set is not what its process's side says.
+        // Placements for every live thread whose allowed set is not what its process's side says;
+        // the split process's first threads (by id) take the fast cores' share left to it.
+        let mut split_left = self.split.map_or(0, |(_, n)| n);
         for t in view.threads {
             if t.state == ThreadState::Exited {
                 continue;
             }
-            let want = self.cpus_for(t.app);
+            let want = if self.split.is_some_and(|(a, _)| a == t.app) && split_left > 0 {
+                split_left -= 1;
+                self.fast.clone()
+            } else {
+                self.cpus_for(t.app)
+            };
             if !want.is_empty() && t.allowed != want.intersection(&t.user_allowed) {
                 out.push(Placement::new(t.id, want));
             }
@@ -676,13 +722,22 @@ impl Policy for NumaAmp {
     }
 
     fn rebalance_period_ns(&self) -> u64 {
-        self.cfg.period_ns
+        CHECK_PERIOD_NS.min(self.cfg.period_ns)
     }
 
     fn rebalance(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
         self.learn_machine(view);
-        if !self.is_static() {
-            self.profile(view);
+        let profile_due = self
+            .profiled_at
+            .is_none_or(|at| view.now_ns >= at.saturating_add(self.cfg.period_ns));
+        if profile_due {
+            self.profiled_at = Some(view.now_ns);
+            if !self.is_static() {
+                self.profile(view);
+            }
+        } else if !self.pending {
+            // Between profiles only an event's schedule is served.
+            return;
         }
         let counts = Self::thread_counts(view);
         if self.triggered(&counts) {

@@ -128,7 +128,7 @@ fn the_most_cpu_bound_fitting_processes_take_the_fast_cores() {
 }
 
 #[test]
-fn a_process_with_more_threads_than_fast_cores_is_never_split() {
+fn a_process_too_wide_for_the_fast_cores_takes_what_whole_processes_leave() {
     let mut p = policy();
     let mut b = Bench::new();
     // A CPU-bound process of 8 threads, and two one-thread processes, one memory-bound.
@@ -137,13 +137,19 @@ fn a_process_with_more_threads_than_fast_cores_is_never_split() {
     b.process(&mut p, 2, 1, 6, 0.5, 1.0);
     b.period(&mut p);
     // Equation 1 as we read it: both fitting processes rank above the wide one, even the
-    // memory-bound; the 8 threads stay together on slow cores.
+    // memory-bound, and take two of the 4 fast cores whole; the wide one gets the other two for
+    // two of its threads (the lowest ids), its other six stay on the slow cores.
     assert!(b.on_fast(1) && b.on_fast(2));
-    let wide = b.allowed_of(0);
-    assert_eq!(wide.len(), 8);
-    assert!(wide.iter().all(|a| a == &wide[0]), "{wide:?}");
-    assert!(b.on_slow(0));
-    // With the fitting ones gone, the wide process takes the fast cores: whole.
+    let fast = CpuSet::parse_list("0-3").unwrap();
+    let slow = CpuSet::parse_list("4-15").unwrap();
+    let wide: Vec<&ThreadObs> = b.threads.iter().filter(|t| t.app == AppId(0)).collect();
+    assert!(wide[..2].iter().all(|t| t.allowed == fast), "{:?}", b.allowed_of(0));
+    assert!(
+        wide[2..].iter().all(|t| t.allowed.is_subset(&slow)),
+        "{:?}",
+        b.allowed_of(0)
+    );
+    // With the fitting ones gone, the wide process has the fast cores' share alone: 4 threads.
     for t in b.threads.iter_mut().filter(|t| t.app != AppId(0)) {
         t.state = ThreadState::Exited;
     }
@@ -152,9 +158,12 @@ fn a_process_with_more_threads_than_fast_cores_is_never_split() {
         p.on_thread_exit(&view(&b.topo, &b.threads, &cores, b.now), ThreadId(t));
     }
     b.period(&mut p);
-    // Eight threads alone: fast_budget(8) is 4, so the 8-thread process does not fit and stays.
-    assert!(b.allowed_of(0).iter().all(|a| a == &b.allowed_of(0)[0]));
-    assert!(!b.on_fast(0));
+    let on_fast = b
+        .threads
+        .iter()
+        .filter(|t| t.app == AppId(0) && t.allowed == fast)
+        .count();
+    assert_eq!(on_fast, 4, "{:?}", b.allowed_of(0));
 }
 
 #[test]
@@ -339,4 +348,31 @@ fn a_homogeneous_single_node_machine_gets_nothing_and_one_notice() {
     assert!(p.take_notice().is_none());
     // Every thread keeps the whole machine.
     assert!(out.iter().all(|pl| pl.cpus == topo.all_cores()));
+}
+
+#[test]
+fn a_new_process_takes_free_fast_cores_at_the_next_check_not_the_next_profile() {
+    let mut p = policy();
+    let mut b = Bench::new();
+    // A first profile with nothing running, then a 2-thread process starts.
+    let cores = b.cores.clone();
+    p.rebalance(&view(&b.topo, &b.threads, &cores, b.now), &mut Vec::new());
+    b.process(&mut p, 0, 2, 4, 0.0, 1.0);
+    assert!(b.on_slow(0), "{:?}", b.allowed_of(0));
+    // One check period later, long before the next profile, the unmeasured process (neutral
+    // estimate) has the idle fast cores.
+    b.now += CHECK_PERIOD_NS;
+    let mut out = Vec::new();
+    p.rebalance(&view(&b.topo, &b.threads, &cores, b.now), &mut out);
+    assert!(CHECK_PERIOD_NS < PROFILE_PERIOD_NS / 10);
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(out.iter().all(|pl| pl.cpus.to_string() == "0-3"), "{out:?}");
+    // Nothing changed: the next check places nothing.
+    b.now += CHECK_PERIOD_NS;
+    for pl in &out {
+        b.threads[pl.thread.index()].allowed = pl.cpus.clone();
+    }
+    let mut again = Vec::new();
+    p.rebalance(&view(&b.topo, &b.threads, &cores, b.now), &mut again);
+    assert!(again.is_empty(), "{again:?}");
 }
