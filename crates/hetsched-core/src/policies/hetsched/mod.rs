@@ -8,7 +8,7 @@
 //! | part        | whose threads                                              | from                 |
 //! |-------------|------------------------------------------------------------|----------------------|
 //! | `fragments` | threads whose application names their data fragment        | Pinter section 4.1   |
-//! | `processes` | threads of multi-threaded processes, when two or more such processes share an asymmetric or multi-node machine | Ding et al. section 3.3 |
+//! | `processes` | threads of multi-threaded processes, when two or more such processes share a multi-node machine, or an asymmetric one on whose fast cores one of them fits whole | Ding et al. section 3.3 |
 //! | `amps`      | every other thread on an asymmetric machine                | AMPS sections 2.2-2.4, plus HASS/Ding benefit swaps |
 //! | `fpu`       | every other thread on a one-speed machine with shared FPUs | BulldOver section 5  |
 //! | `backend`   | everything else: no placement, the backend balances        | (Linux)              |
@@ -24,7 +24,9 @@
 //!   fast or the slow side, ranked by its online speedup factor, and the slow ones are scattered
 //!   over NUMA domains with their sticky pages. With one multi-threaded process there is nothing to
 //!   rank: it cannot be whole on the fast cores without idling the slow ones, and AMPS's
-//!   capacity-proportional balance of its threads is what wins (AMPS section 4.2, OpenMP).
+//!   capacity-proportional balance of its threads is what wins (AMPS section 4.2, OpenMP). The
+//!   same holds when no process fits whole in the fast cores' share of their threads: every
+//!   process would run split, at its slow threads' pace, so AMPS balances them by capacity.
 //! - **Threads by AMPS, ranked by benefit**: single-threaded processes and lone multi-threaded
 //!   ones get AMPS's scaled-load balance, faster-core-first and its NUMA migration rule. On top,
 //!   the fast cores go to the threads that gain most from them ([`benefit`]: HASS's signature
@@ -53,7 +55,8 @@ use crate::observe::{ThreadObs, ThreadState, View};
 use crate::policies::amps::{Amps, AmpsConfig, NumaMode, AMPS_BALANCE_PERIOD_NS};
 use crate::policies::bulldover::{Bulldover, BulldoverConfig, BULLDOVER_PERIOD_NS};
 use crate::policies::data_sharing::{DataSharing, DS_BALANCE_PERIOD_NS};
-use crate::policies::numa_amp::{NumaAmp, NumaAmpConfig, PROFILE_PERIOD_NS};
+use crate::policies::numa_amp::metrics::fast_budget;
+use crate::policies::numa_amp::{fast_side, NumaAmp, NumaAmpConfig, PROFILE_PERIOD_NS};
 use crate::policy::{Hint, PageMove, Placement, Policy, Signal};
 use crate::topology::Topology;
 use benefit::Benefit;
@@ -120,13 +123,32 @@ impl Shape {
     }
 }
 
-/// The part for a live thread: `app_threads` live threads in its process, `grouped_apps` live
-/// processes with two threads or more (module doc's table).
-pub fn part_for(shape: Shape, t: &ThreadObs, app_threads: u32, grouped_apps: u32) -> Part {
+/// How the multi-threaded processes compete: what decides whether they are placed whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Competition {
+    /// Live processes with two competing threads or more.
+    pub grouped_apps: u32,
+    /// Some such process fits whole in the fast cores' share of their threads
+    /// ([`crate::policies::numa_amp::metrics::fast_budget`]).
+    pub one_fits_fast: bool,
+}
+
+/// The part for a live thread: `app_threads` live threads in its process (module doc's table).
+/// On an asymmetric machine, processes are placed whole only when one of them can be whole on the
+/// fast cores: when none can, there is no choice of processes to make, and AMPS's balance of their
+/// threads by capacity keeps every thread at the same pace where a whole-process placement would
+/// split one across the sides anyway.
+pub fn part_for(shape: Shape, t: &ThreadObs, app_threads: u32, c: Competition) -> Part {
     if t.data_fragment.is_some() {
         return Part::Fragments;
     }
-    let whole_process = app_threads >= 2 && grouped_apps >= 2 && (shape.asymmetric || shape.numa);
+    let whole_process = app_threads >= 2
+        && c.grouped_apps >= 2
+        && if shape.asymmetric {
+            c.one_fits_fast
+        } else {
+            shape.numa
+        };
     if whole_process {
         Part::Processes
     } else if shape.asymmetric {
@@ -155,6 +177,8 @@ struct ProcessCounts {
     sparse: HashMap<AppId, u32>,
     /// Processes with two or more competing threads.
     grouped: u32,
+    /// Competing threads of those processes.
+    grouped_threads: u32,
 }
 
 impl ProcessCounts {
@@ -164,6 +188,7 @@ impl ProcessCounts {
         self.limit = 4 * threads + 1024;
         self.sparse.clear();
         self.grouped = 0;
+        self.grouped_threads = 0;
     }
 
     /// One more competing thread of process `app`.
@@ -180,6 +205,32 @@ impl ProcessCounts {
         *n += 1;
         if *n == 2 {
             self.grouped += 1;
+            self.grouped_threads += 2;
+        } else if *n > 2 {
+            self.grouped_threads += 1;
+        }
+    }
+
+    /// The fewest competing threads of a process with two or more.
+    fn smallest_group(&self) -> Option<u32> {
+        self.dense
+            .iter()
+            .chain(self.sparse.values())
+            .copied()
+            .filter(|&n| n >= 2)
+            .min()
+    }
+
+    /// How the multi-threaded processes compete on a machine of `fast` fastest cores and `slow`
+    /// others.
+    fn competition(&self, fast: usize, slow: usize) -> Competition {
+        let budget = fast_budget(self.grouped_threads as usize, fast, slow);
+        Competition {
+            grouped_apps: self.grouped,
+            one_fits_fast: self.grouped >= 2
+                && self
+                    .smallest_group()
+                    .is_some_and(|n| n as usize <= budget),
         }
     }
 
@@ -232,6 +283,8 @@ pub struct Hetsched {
     activity: Vec<Activity>,
     /// Threads per process that compete for CPU, as of the last [`Hetsched::process_counts`].
     counts: ProcessCounts,
+    /// Cores `numa-amp` calls fast ([`fast_side`]), and the others (learnt with the machine).
+    sides: Option<(usize, usize)>,
     /// Pages that follow a swapped thread to its new node.
     page_moves: Vec<PageMove>,
     notice: Option<String>,
@@ -271,6 +324,7 @@ impl Hetsched {
             masked: Vec::new(),
             activity: Vec::new(),
             counts: ProcessCounts::default(),
+            sides: None,
             page_moves: Vec::new(),
             notice: None,
         }
@@ -284,6 +338,15 @@ impl Hetsched {
     /// The benefit estimate of a thread (a fast core's speedup over a slow one), once measured.
     pub fn benefit_of(&self, t: ThreadId) -> Option<f64> {
         self.benefit.estimate(t)
+    }
+
+    /// How the multi-threaded processes compete now (after [`Hetsched::process_counts`]).
+    fn competition(&mut self, topo: &Topology) -> Competition {
+        let (fast, slow) = *self.sides.get_or_insert_with(|| {
+            let fast = fast_side(topo).len();
+            (fast, topo.num_cores() - fast)
+        });
+        self.counts.competition(fast, slow)
     }
 
     fn learn(&mut self, topo: &Topology) -> Shape {
@@ -437,7 +500,7 @@ impl Hetsched {
     fn reassign(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
         let shape = self.learn(view.topology);
         self.process_counts(view);
-        let grouped = self.counts.grouped;
+        let competition = self.competition(view.topology);
         if self.part.len() < view.threads.len() {
             self.part.resize(view.threads.len(), None);
         }
@@ -449,7 +512,7 @@ impl Hetsched {
                 }
                 continue;
             }
-            let want = part_for(shape, t, self.counts.get(t.app).max(1), grouped);
+            let want = part_for(shape, t, self.counts.get(t.app).max(1), competition);
             let had = self.part[i];
             if had == Some(want) {
                 continue;
@@ -533,13 +596,13 @@ impl Policy for Hetsched {
         }
         self.benefit.start(thread);
         self.process_counts(view);
-        let grouped = self.counts.grouped;
+        let competition = self.competition(view.topology);
         let t = view.thread(thread);
         let n = self.counts.get(t.app).max(1);
         if self.part_of(thread).is_some() {
             self.release(view, thread);
         }
-        let p = part_for(shape, t, n, grouped);
+        let p = part_for(shape, t, n, competition);
         self.enter(view, thread, p)
             .filter(|set| *set != t.user_allowed)
     }

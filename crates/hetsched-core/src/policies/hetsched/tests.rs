@@ -135,21 +135,28 @@ fn each_thread_goes_to_the_part_its_situation_calls_for() {
     let t = ThreadObs::new(ThreadId(0), AppId(0), CpuSet::all(8), 1);
     let mut hinted = t.clone();
     hinted.data_fragment = Some(7);
-    assert_eq!(part_for(amp, &hinted, 4, 2), Part::Fragments);
-    assert_eq!(part_for(smp, &hinted, 1, 0), Part::Fragments);
-    // Two multi-threaded processes on an asymmetric machine: Ding's whole processes.
-    assert_eq!(part_for(amp, &t, 4, 2), Part::Processes);
+    let c = |grouped_apps: u32, one_fits_fast: bool| Competition {
+        grouped_apps,
+        one_fits_fast,
+    };
+    assert_eq!(part_for(amp, &hinted, 4, c(2, true)), Part::Fragments);
+    assert_eq!(part_for(smp, &hinted, 1, c(0, false)), Part::Fragments);
+    // Two multi-threaded processes on an asymmetric machine, one of which fits whole on the fast
+    // cores: Ding's whole processes.
+    assert_eq!(part_for(amp, &t, 4, c(2, true)), Part::Processes);
+    // None fits: no choice of processes to make; AMPS balances their threads.
+    assert_eq!(part_for(amp, &t, 4, c(2, false)), Part::Amps);
     // One multi-threaded process: AMPS's capacity-proportional balance, faster-core-first.
-    assert_eq!(part_for(amp, &t, 4, 1), Part::Amps);
+    assert_eq!(part_for(amp, &t, 4, c(1, false)), Part::Amps);
     // A single-threaded process: AMPS with benefit swaps.
-    assert_eq!(part_for(amp, &t, 1, 2), Part::Amps);
+    assert_eq!(part_for(amp, &t, 1, c(2, true)), Part::Amps);
     // One speed, shared FPUs: BulldOver, threads of multi-threaded processes too.
     assert!(!bulldozer.asymmetric && bulldozer.shared_fpu);
-    assert_eq!(part_for(bulldozer, &t, 1, 0), Part::Fpu);
-    assert_eq!(part_for(bulldozer, &t, 4, 1), Part::Fpu);
+    assert_eq!(part_for(bulldozer, &t, 1, c(0, false)), Part::Fpu);
+    assert_eq!(part_for(bulldozer, &t, 4, c(1, false)), Part::Fpu);
     // One speed, one node, no shared FPU: nothing to add to the backend.
-    assert_eq!(part_for(smp, &t, 1, 0), Part::Backend);
-    assert_eq!(part_for(smp, &t, 8, 2), Part::Backend);
+    assert_eq!(part_for(smp, &t, 1, c(0, false)), Part::Backend);
+    assert_eq!(part_for(smp, &t, 8, c(2, false)), Part::Backend);
 }
 
 #[test]

@@ -31,7 +31,8 @@
 //!    numa_aware`] false: the paper's "w/o NUMA-aware"), slow processes may run on every slow core
 //!    and no page moves.
 //!
-//! "Fast cores" are the fastest class; every other class is slow (the paper has two types). On a
+//! "Fast cores" are the fastest class ([`fast_side`]); every other class is slow (the paper has two
+//! types). On a
 //! machine with one class only the NUMA part acts; on one node only the AMP part; the policy says
 //! so once ([`Policy::take_notice`]).
 //!
@@ -48,6 +49,7 @@ use crate::cpuset::CpuSet;
 use crate::ids::{AppId, ClassId, CoreId, NodeId, ThreadId};
 use crate::observe::{Counters, LlcTraffic, ThreadState, View};
 use crate::policy::{PageMove, Placement, Policy};
+use crate::topology::Topology;
 use metrics::{
     amp_speedup_factor, cache_miss_variation_ratio, choose_fast, contention_degradation_factor,
     cpu_bound_factor, domain_degradation, eviction_rate, fast_budget,
@@ -87,6 +89,16 @@ pub const SCATTER_MARGIN: f64 = 0.2;
 /// where a program alternating between a compute and a memory phase shows its mix; the AMP part
 /// follows the last period, as the paper's event triggers do.
 pub const NUMA_RATE_WEIGHT: f64 = 0.25;
+
+/// The cores the policy calls fast: the fastest class (the paper's machines have two types; every
+/// other class is slow). Empty on a machine of one speed.
+pub fn fast_side(topo: &Topology) -> CpuSet {
+    let by_speed = topo.classes_by_speed();
+    if by_speed.len() < 2 || !topo.is_asymmetric() {
+        return CpuSet::new();
+    }
+    topo.class_cores(by_speed[0])
+}
 
 /// Settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -223,16 +235,14 @@ impl NumaAmp {
         }
         self.known_machine = true;
         let topo = view.topology;
-        let by_speed = topo.classes_by_speed();
-        let fastest: Option<ClassId> = by_speed.first().copied();
-        let asymmetric = by_speed.len() > 1;
-        for core in topo.cores() {
-            if asymmetric && Some(core.class) == fastest {
-                self.fast.insert(core.id);
-            } else {
-                self.slow.insert(core.id);
-            }
-        }
+        let asymmetric = topo.classes_by_speed().len() > 1;
+        self.fast = fast_side(topo);
+        self.slow = topo
+            .cores()
+            .iter()
+            .map(|c| c.id)
+            .filter(|&c| !self.fast.contains(c))
+            .collect();
         self.slow_by_node = topo
             .nodes()
             .iter()
