@@ -64,11 +64,13 @@ pub const NAME: &str = "numa-amp";
 /// measure even a thread missing once per 10,000 instructions at 1 GHz.
 pub const PROFILE_PERIOD_NS: u64 = 1_000_000_000;
 
-/// How often a schedule that an event asked for is looked at between profiles, ns (ours). The
-/// paper's lazy flag is served at the next profile, up to a second later; a process that starts
-/// meanwhile would run that second on the slow cores while fast cores idle. AMPS's 4 ms balance
-/// period (AMPS section 3) is the order at which placements follow load changes; 10 ms keeps a
-/// burst of process starts to one schedule.
+/// How often a new process's arrival is looked at between profiles, ns (ours). The paper's lazy
+/// flag is served at the next profile, up to a second later; a process that starts meanwhile would
+/// run that second on the slow cores while fast cores idle. AMPS's 4 ms balance period (AMPS
+/// section 3) is the order at which placements follow load changes; 10 ms keeps a burst of
+/// process starts to one schedule. Other events (threads starting and exiting in known processes,
+/// behaviour changes) wait for the next profile, as in the paper: serving them sooner moves
+/// threads on transient counts.
 pub const CHECK_PERIOD_NS: u64 = 10_000_000;
 
 /// Cache-miss variation ratio over which a process's behaviour has changed (equation 2, Fig. 7;
@@ -201,6 +203,8 @@ pub struct NumaAmp {
     counts_at_schedule: BTreeMap<AppId, u32>,
     /// An event asked for a schedule (the lazy flag of section 3.3.1).
     pending: bool,
+    /// A process started that no schedule has placed yet.
+    unplaced: bool,
     /// When the counters were last folded into the rates ([`NumaAmp::profile`]).
     profiled_at: Option<u64>,
     /// The process the last schedule split across the sides, and how many of its threads it gave
@@ -222,6 +226,7 @@ impl NumaAmp {
             processes: BTreeMap::new(),
             counts_at_schedule: BTreeMap::new(),
             pending: true,
+            unplaced: false,
             profiled_at: None,
             split: None,
             page_moves: Vec::new(),
@@ -353,6 +358,7 @@ impl NumaAmp {
     /// Algorithm 3.
     fn schedule(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
         self.pending = false;
+        self.unplaced = false;
         let counts = Self::thread_counts(view);
         self.processes.retain(|app, _| counts.contains_key(app));
         let fast_cores = self.fast.len();
@@ -745,8 +751,8 @@ impl Policy for NumaAmp {
             if !self.is_static() {
                 self.profile(view);
             }
-        } else if !self.pending {
-            // Between profiles only an event's schedule is served.
+        } else if !self.unplaced {
+            // Between profiles only a new process is placed.
             return;
         }
         let counts = Self::thread_counts(view);
@@ -763,8 +769,10 @@ impl Policy for NumaAmp {
         }
         let app = view.thread(thread).app;
         if !self.processes.contains_key(&app) {
-            // A new process: load imbalance; until the schedule runs it waits on the slow side.
+            // A new process: load imbalance; until the schedule runs (within a check period) it
+            // waits on the slow side.
             self.pending = true;
+            self.unplaced = true;
             return (!self.slow.is_empty() && !self.fast.is_empty()).then(|| self.slow.clone());
         }
         self.pending = true;
