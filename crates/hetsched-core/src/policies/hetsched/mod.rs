@@ -297,7 +297,10 @@ impl Hetsched {
             period_ns: slow_period.unwrap_or(PROFILE_PERIOD_NS),
             ..Default::default()
         });
-        let processes_period = processes.rebalance_period_ns();
+        // The processes part is served at its profile period: a process reaches it only once it
+        // has two competing threads, after the `amps` part placed its first ones, so there is no
+        // arrival to serve between profiles (and an idle fast core still calls it at once).
+        let processes_period = slow_period.unwrap_or(PROFILE_PERIOD_NS);
         Hetsched {
             amps: Amps::new(AmpsConfig {
                 numa: cfg.numa,

@@ -46,7 +46,7 @@ pub mod metrics;
 mod tests;
 
 use crate::cpuset::CpuSet;
-use crate::ids::{AppId, ClassId, CoreId, NodeId, ThreadId};
+use crate::ids::{AppId, CoreId, NodeId, ThreadId};
 use crate::observe::{Counters, LlcTraffic, ThreadState, View};
 use crate::policy::{PageMove, Placement, Policy};
 use crate::topology::Topology;
