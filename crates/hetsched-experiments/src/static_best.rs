@@ -56,15 +56,28 @@ pub struct Assignment {
     pub copies: Vec<Vec<u32>>,
 }
 
-/// The machine's partitions (as HASS forms them) and how many bound threads each takes.
+/// The machine's partitions (as HASS forms them) and how many bound threads each takes: in
+/// proportion to its cores while there are no more threads than cores (one a core, as in the
+/// paper's experiments), and to its computing capacity (cores × relative speed) beyond. Bound by
+/// core count, an over-subscribed machine's slow cores would hold as many threads each as its fast
+/// ones, slower than any balancer that lets a fast core take more (a parallel build of 4 jobs a
+/// core on the Intel hybrid ran at 0.88x linux-6 bound so).
 pub fn partitions_and_quotas(topo: &Topology, threads: u32) -> (Partitions, Vec<u32>) {
     let parts = Partitions::new(topo);
-    let total: u32 = (0..parts.len()).map(|p| parts.size(p)).sum();
+    let cores: u32 = (0..parts.len()).map(|p| parts.size(p)).sum();
+    let weight = |p: usize| {
+        let size = f64::from(parts.size(p));
+        match parts.cores(p).first() {
+            Some(c) if threads > cores => size * topo.relative_speed(c),
+            _ => size,
+        }
+    };
+    let total: f64 = (0..parts.len()).map(weight).sum();
     let mut quotas: Vec<u32> = (0..parts.len())
-        .map(|p| (threads as u64 * parts.size(p) as u64 / total.max(1) as u64) as u32)
+        .map(|p| (f64::from(threads) * weight(p) / total.max(1e-12)).floor() as u32)
         .collect();
     // What rounding left over goes to the fastest partitions first.
-    let mut left = threads - quotas.iter().sum::<u32>();
+    let mut left = threads.saturating_sub(quotas.iter().sum::<u32>());
     for q in &mut quotas {
         if left == 0 {
             break;
