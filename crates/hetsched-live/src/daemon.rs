@@ -267,6 +267,9 @@ pub struct DaemonSetup {
     pub use_connector: bool,
     /// The configuration file, read again at SIGHUP (`None`: no reloading).
     pub config_path: Option<PathBuf>,
+    /// The signature store the rules' engines look programs up in when they start (for the
+    /// policies that place by signatures).
+    pub store: Option<hetsched_signature::store::Store>,
 }
 
 struct RuleEngine {
@@ -282,7 +285,7 @@ fn new_engine(
 ) -> Engine {
     let policy = policy_with_options(&rule.policy, &PolicyOptions::default())
         .expect("checked when the configuration was parsed");
-    Engine::new(
+    let mut engine = Engine::new(
         s.topology.clone(),
         s.cpus.clone(),
         &s.isolated,
@@ -290,7 +293,13 @@ fn new_engine(
         s.plan.clone(),
         cfg.clone(),
         journal,
-    )
+    );
+    engine.set_stored_signatures(crate::stored::StoredSignatures::new(
+        s.store.clone(),
+        None,
+        Proc::default(),
+    ));
+    engine
 }
 
 fn bind_stats(path: &Path) -> io::Result<UnixListener> {

@@ -75,6 +75,7 @@ impl Engine {
             class_s: by_class(&totals.class_ns),
             processes,
             fragments,
+            stored_signatures: self.stored.as_ref().map(|s| s.counts),
             restore: self.restored,
         }
     }
