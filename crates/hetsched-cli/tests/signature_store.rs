@@ -399,3 +399,114 @@ fn recorded_signatures_drive_hass_live_under_emulation() {
         "emulate left its machine file"
     );
 }
+
+/// The daemon reads the store too: a rule running `hass` over the recorded integer program (matched
+/// by its executable) places the program's worker, started outside the daemon and sending no
+/// hint, on the fast CPU 0 of a fast/slow machine file, says so in its statistics, and restores
+/// the worker's mask at SIGTERM. Without a stored signature `hass` would place nothing.
+#[test]
+fn the_daemon_gives_managed_programs_their_stored_signatures() {
+    if !is_root() {
+        eprintln!("skipped: the live test needs root");
+        return;
+    }
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(r) = recorded() else { return };
+    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    if cpus.trim() != "0-1" {
+        eprintln!("skipped: the live store test is written for a 2-CPU machine (this has {cpus})");
+        return;
+    }
+    let state = r.dir.join("daemon-state");
+    let _ = std::fs::remove_dir_all(&state);
+    std::fs::create_dir_all(&state).unwrap();
+    let machine = r.dir.join("machine.toml");
+    std::fs::write(
+        &machine,
+        "name = \"test-fast-slow\"\nmemory_latency_ns = 90.0\n\
+         [[classes]]\nname = \"fast\"\ncapacity = 1.0\n[[classes]]\nname = \"slow\"\ncapacity = 0.5\n\
+         [[cores]]\ncpus = \"0\"\nclass = \"fast\"\n[[cores]]\ncpus = \"1\"\nclass = \"slow\"\n",
+    )
+    .unwrap();
+    let stats = state.join("stats.sock");
+    let config = r.dir.join("daemon.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "interval_ms = 20\nstrict_placement = true\nhint_socket = \"{}\"\nstats_socket = \"{}\"\n\
+             [[rule]]\npolicy = \"hass\"\nmatch = {{ exe = \"{}\" }}\n",
+            state.join("hint.sock").display(),
+            stats.display(),
+            std::fs::canonicalize(&r.int_exe).unwrap().display()
+        ),
+    )
+    .unwrap();
+    let daemon_log = r.dir.join("daemon.err");
+    let daemon = Command::new(HETSCHED)
+        .env("HETSCHED_STATE_DIR", &state)
+        .env("HETSCHED_LOG", "info")
+        .args(["daemon", "--config"])
+        .arg(&config)
+        .arg("--machine")
+        .arg(&machine)
+        .arg("--store")
+        .arg(&r.store)
+        .stderr(std::fs::File::create(&daemon_log).unwrap())
+        .spawn()
+        .unwrap();
+    let daemon_pid = daemon.id();
+    let mut doomed = Doomed(Vec::new(), Some(daemon));
+    assert!(wait_until(Duration::from_secs(5), || stats.exists()));
+    let tid_file = r.dir.join("daemon.tids");
+    let _ = std::fs::remove_file(&tid_file);
+    let mut worker = Command::new(&r.int_exe)
+        .arg("--tid-file")
+        .arg(&tid_file)
+        .args(["int", "--work", "100000"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    doomed.0.push(worker.id());
+    let tid = first_tid(&tid_file);
+    // The main thread is admitted first and takes the fast CPU, so the worker may start on the
+    // slow one; once the main thread waits, hass's next refresh moves the worker to the fast CPU.
+    let placed = wait_until(Duration::from_secs(10), || {
+        mask_of(tid).as_deref() == Some("0")
+    });
+    let out = Command::new(HETSCHED)
+        .args(["stats", "--json", "--socket"])
+        .arg(&stats)
+        .output()
+        .unwrap();
+    assert!(
+        placed,
+        "mask {:?}; stats {}\n{}",
+        mask_of(tid),
+        String::from_utf8_lossy(&out.stdout),
+        std::fs::read_to_string(&daemon_log).unwrap_or_default()
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let st: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rule = &st["rules"][0];
+    assert_eq!(rule["policy"], "hass", "{st}");
+    assert!(
+        rule["stored_signatures"]["found"].as_u64().unwrap() >= 1,
+        "{st}"
+    );
+    assert_eq!(rule["stored_signatures"]["rejected"], 0, "{st}");
+    assert_eq!(st["hints"]["accepted"], 0, "{st}");
+    // SIGTERM: the daemon restores the worker's mask and exits 0.
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(daemon_pid as i32, libc::SIGTERM) };
+    let status = doomed.1.take().unwrap().wait().unwrap();
+    assert!(status.success());
+    assert_eq!(mask_of(tid).as_deref(), Some("0-1"));
+    let _ = worker.kill();
+    let _ = worker.wait();
+}

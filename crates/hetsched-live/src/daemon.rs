@@ -139,6 +139,9 @@ pub struct RuleStats {
     pub decisions: crate::engine::Decisions,
     /// Per core class: live threads last seen there, CPU seconds spent there.
     pub classes: Vec<ClassStats>,
+    /// Signature store lookups, for a rule whose policy places by signatures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stored_signatures: Option<crate::stored::StoreCounts>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -592,6 +595,7 @@ impl Daemon {
                     policy: r.rule.policy.clone(),
                     threads_live: r.engine.live_threads(),
                     decisions: r.engine.decisions(),
+                    stored_signatures: r.engine.stored_counts(),
                     classes: r
                         .engine
                         .class_totals()
@@ -788,6 +792,7 @@ mod tests {
                         cpu_s: 0.5,
                     },
                 ],
+                stored_signatures: None,
             }],
         };
         let mut s = s;

@@ -32,7 +32,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// How the engine acts.
@@ -111,7 +110,7 @@ struct LiveProcess {
     start_ticks: u64,
     /// The signature of the program it runs, from the signature store (or `run --signature`):
     /// its threads carry it from their start.
-    signature: Option<Arc<Signature>>,
+    signature: Option<std::sync::Arc<Signature>>,
 }
 
 /// Most process names the summary keeps a row for; the processes of further names are counted
@@ -495,8 +494,13 @@ impl Engine {
         }
     }
 
+    /// Counts of signature store lookups, when the engine looks signatures up.
+    pub fn stored_counts(&self) -> Option<StoreCounts> {
+        self.stored.as_ref().map(|s| s.counts)
+    }
+
     /// Process `pid`'s signature from the store, if the engine looks signatures up.
-    fn stored_signature(&mut self, pid: u32) -> Option<Arc<Signature>> {
+    fn stored_signature(&mut self, pid: u32) -> Option<std::sync::Arc<Signature>> {
         self.stored.as_mut()?.for_process(pid)
     }
 

@@ -75,7 +75,7 @@ impl Engine {
             class_s: by_class(&totals.class_ns),
             processes,
             fragments,
-            stored_signatures: self.stored.as_ref().map(|s| s.counts),
+            stored_signatures: self.stored_counts(),
             restore: self.restored,
         }
     }
