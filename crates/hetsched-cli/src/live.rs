@@ -299,6 +299,15 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<u8> {
             args.stop_grace
         )));
     }
+    let uses_signatures = policy
+        .needs()
+        .contains(&hetsched_core::policy::Signal::Signatures);
+    if args.signature.is_some() && !uses_signatures {
+        tracing::warn!(
+            "--signature: policy {} does not place by signatures; the signature is not used",
+            args.policy
+        );
+    }
     let signature = match &args.signature {
         Some(path) => Some(std::sync::Arc::new(
             hetsched_core::Signature::load(path)
