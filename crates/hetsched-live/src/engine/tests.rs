@@ -502,11 +502,14 @@ fn a_move_held_by_the_dwell_rule_is_made_later() {
     threads.end();
 }
 
+/// Per thread: its signature's misses at 1 MiB, 16 ways, when the policy saw it (`None`: none).
+type Notes<T> = std::sync::Arc<std::sync::Mutex<Vec<(ThreadId, T)>>>;
+
 /// A policy that places by signatures and notes, per thread id, the signature it saw at the
 /// thread's start and the signature hints it got.
 struct SignatureNotes {
-    starts: std::sync::Arc<std::sync::Mutex<Vec<(ThreadId, Option<f64>)>>>,
-    hints: std::sync::Arc<std::sync::Mutex<Vec<(ThreadId, f64)>>>,
+    starts: Notes<Option<f64>>,
+    hints: Notes<f64>,
 }
 
 impl Policy for SignatureNotes {
