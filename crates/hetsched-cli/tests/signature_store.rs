@@ -45,8 +45,17 @@ fn recorded() -> Option<&'static Recorded> {
             eprintln!("skipped: valgrind is not installed (it records the signatures)");
             return None;
         }
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("signature-store-{}", std::process::id()));
+        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        // The directories of earlier runs (copies of the binary each), once their run is over.
+        for e in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if let Some(pid) = name.strip_prefix("signature-store-") {
+                if !Path::new("/proc").join(pid).exists() {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let dir = tmp.join(format!("signature-store-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let store = dir.join("store");

@@ -546,10 +546,17 @@ impl Engine {
             return;
         }
         let signature = self.stored_signature(pid);
-        if let Some(p) = self.procs.get_mut(&pid) {
-            p.signature = signature.clone();
-        }
-        let Some(sig) = signature else {
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        let unchanged = match (&p.signature, &signature) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b) || a == b,
+            _ => false,
+        };
+        p.signature = signature.clone();
+        // The exec event can be read after the process was first seen already running the new
+        // program: its threads carry this signature from their start.
+        let Some(sig) = signature.filter(|_| !unchanged) else {
             return;
         };
         let tids: Vec<u32> = self

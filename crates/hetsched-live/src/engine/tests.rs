@@ -602,8 +602,12 @@ fn stored_signatures_reach_new_threads_at_start_and_a_process_that_execs_through
     e.process_renamed(std::process::id());
     let got: Vec<(ThreadId, f64)> = hints.lock().unwrap().clone();
     assert_eq!(got, vec![(ThreadId(0), 42.0), (ThreadId(1), 42.0)]);
+    // An exec event read after the process was seen running the program already: its threads
+    // have the signature, and get no second one.
+    e.process_renamed(std::process::id());
+    assert_eq!(hints.lock().unwrap().len(), 2);
     let counts = e.stored_counts().unwrap();
-    assert_eq!((counts.lookups, counts.found, counts.missing), (2, 1, 1));
+    assert_eq!((counts.lookups, counts.found, counts.missing), (3, 2, 1));
     // A process seen afresh by another engine: its threads carry the signature from their start,
     // before the policy hears of them, and no hint is needed.
     starts.lock().unwrap().clear();
