@@ -370,6 +370,7 @@ fn recorded_signatures_drive_hass_live_under_emulation() {
         "masks (int, stream) {seen:?}, expected 0 and 1\n{stderr}"
     );
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    assert!(report["policy_disabled"].is_null(), "{report}");
     // Both programs found in the store (sh and sleep are not in it).
     let stored = &report["stored_signatures"];
     assert!(stored["found"].as_u64().unwrap() >= 2, "{report}");
