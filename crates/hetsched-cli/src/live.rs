@@ -15,6 +15,7 @@ use hetsched_live::procfs::Proc;
 use hetsched_live::run::{self, RunReport, RunSetup};
 use hetsched_live::signals::{self, Exit, Signals};
 use hetsched_live::sys::{CpuMap, OsMask};
+use hetsched_signature::store::Store;
 use serde::Serialize;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -91,6 +92,16 @@ pub struct RunArgs {
     /// then leave it running (affinities already restored) and exit 128 + the signal.
     #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
     pub stop_grace: f64,
+    /// The signature store: with a policy that places by signatures (hass, hetsched), each
+    /// program of the tree is looked up there by its executable when it starts (default:
+    /// $HETSCHED_STORE, else /var/lib/hetsched/signatures for root, else
+    /// $XDG_DATA_HOME/hetsched/signatures; docs/signature-format.md).
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
+    /// A signature file (TOML, JSON, `signature --json` output or a store entry) for the launched
+    /// program, before any store entry.
+    #[arg(long, value_name = "FILE")]
+    pub signature: Option<PathBuf>,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -130,6 +141,10 @@ pub struct DaemonArgs {
     /// --json` gives them), instead of the one-line summary on stderr.
     #[arg(long)]
     pub json: bool,
+    /// The signature store the rules running hass or hetsched look programs up in when they
+    /// start (default: as for `run`).
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -232,6 +247,11 @@ fn emulated_machine() -> anyhow::Result<Option<Topology>> {
         .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// The signature store `--store DIR` names, else the default one.
+pub fn store_of(dir: Option<&Path>) -> Store {
+    Store::new(dir.map_or_else(hetsched_signature::store::default_dir, Path::to_path_buf))
+}
+
 fn counter_plan() -> CounterPlan {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let plan = CounterPlan::probe(Path::new("/"), &cpuinfo);
@@ -279,6 +299,22 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<u8> {
             args.stop_grace
         )));
     }
+    let uses_signatures = policy
+        .needs()
+        .contains(&hetsched_core::policy::Signal::Signatures);
+    if args.signature.is_some() && !uses_signatures {
+        tracing::warn!(
+            "--signature: policy {} does not place by signatures; the signature is not used",
+            args.policy
+        );
+    }
+    let signature = match &args.signature {
+        Some(path) => Some(std::sync::Arc::new(
+            hetsched_core::Signature::load(path)
+                .map_err(|e| bad_input(format!("--signature {e}")))?,
+        )),
+        None => None,
+    };
     let (topology, cpus, isolated) = live_machine(args.machine.as_deref())?;
     // Taken before the run, so a machine file is hashed as it was used.
     let provenance = Provenance::new(args.machine.as_deref());
@@ -300,6 +336,8 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<u8> {
         program_stdout_to_stderr: args.json,
         use_connector: !args.no_connector,
         stop_grace: Duration::from_secs_f64(args.stop_grace),
+        store: Some(store_of(args.store.as_deref())),
+        signature,
     };
     let report = run::run(&args.command, setup).map_err(|e| match e {
         run::RunError::Spawn { .. } => bad_input(e.to_string()),
@@ -363,6 +401,12 @@ fn print_report(r: &RunReport) {
         r.hints.malformed,
         r.hints.gone
     );
+    if let Some(c) = &e.stored_signatures {
+        eprintln!(
+            "  signature store: {} program(s) looked up, {} with a signature, {} without, {} unusable",
+            c.lookups, c.found, c.missing, c.rejected
+        );
+    }
     if let Some(why) = &e.policy_disabled {
         eprintln!("  policy disabled: {why}");
     }
@@ -503,6 +547,7 @@ pub fn run_daemon(args: &DaemonArgs) -> anyhow::Result<()> {
         state_dir: state_dir(),
         use_connector: !args.no_connector,
         config_path: Some(args.config.clone()),
+        store: Some(store_of(args.store.as_deref())),
     };
     let stats = daemon::run_daemon(config, setup)?;
     if args.json {

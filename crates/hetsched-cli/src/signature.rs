@@ -8,6 +8,7 @@ use hetsched_core::Signature;
 use hetsched_signature::hsb::HsbWriter;
 use hetsched_signature::input::{open, open_reader, OpenTrace};
 use hetsched_signature::readers::{read_trace, read_trace_into, ReadStats};
+use hetsched_signature::store::{self, ExecutableKey};
 use hetsched_signature::{record, Format, ProfileConfig, Profiler, Sampling, SetModel, TraceError};
 use serde::Serialize;
 use std::io::{Read, Write};
@@ -68,6 +69,15 @@ pub struct SignatureArgs {
     /// program's exit status is ours (after the signature is printed).
     #[arg(long)]
     record: bool,
+    /// With --record: keep the signature in the signature store, keyed by the command's
+    /// executable (its canonical path and the SHA-256 of its content), for `run` and the daemon
+    /// to give the program when it starts. Not saved when the program fails.
+    #[arg(long, requires = "record")]
+    save: bool,
+    /// The signature store's directory (default: $HETSCHED_STORE, else
+    /// /var/lib/hetsched/signatures for root, else $XDG_DATA_HOME/hetsched/signatures).
+    #[arg(long, value_name = "DIR", requires = "save")]
+    store: Option<PathBuf>,
     /// The command to record.
     #[arg(last = true)]
     command: Vec<String>,
@@ -271,6 +281,8 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
         return Err(bad_input("--window: must be at least 1 instruction"));
     }
     let mut recording = None;
+    // With --save: the store entry's key, taken before the program runs.
+    let mut save_key = None;
     // The trace's hash, for the JSON document's inputs (a recorded trace is not an input: the
     // command line names the program).
     let mut input_hash = None;
@@ -279,6 +291,9 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
             return Err(bad_input(
                 "--record takes the command after `--`, not a trace",
             ));
+        }
+        if args.save {
+            save_key = Some(executable_key(&args.command)?);
         }
         // A machine-readable standard output is ours alone: the program's goes to our stderr.
         let program_stdout = if args.json || args.csv {
@@ -408,7 +423,7 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
             }
         }
     }
-    let engine = EngineJson {
+    let mut engine = EngineJson {
         wall_s,
         cpu_s,
         refs_per_s: stats.refs as f64 / cpu_s.max(1e-9),
@@ -428,7 +443,7 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
         compression: compression.into(),
         format: format!("{format:?}").to_lowercase(),
     };
-    if args.json {
+    if args.json || save_key.is_some() {
         let inputs = match input_hash {
             Some(hash) => vec![Input {
                 name: source.clone(),
@@ -461,8 +476,14 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
                 .collect(),
             engine,
         };
-        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
-        return Ok(exit_status(program_exit));
+        if let Some(key) = &save_key {
+            save_entry(key, &doc, program_exit, args)?;
+        }
+        if args.json {
+            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            return Ok(exit_status(program_exit));
+        }
+        engine = doc.engine;
     }
     if args.csv {
         let whole = (0, instructions, &signature);
@@ -503,6 +524,51 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
         eprintln!("valgrind (the program under lackey) took {v:.2} s of CPU time");
     }
     Ok(exit_status(program_exit))
+}
+
+/// The store key of the executable `command` runs (looked up on PATH as a shell would).
+fn executable_key(command: &[String]) -> anyhow::Result<ExecutableKey> {
+    let Some(program) = command.first() else {
+        return Err(bad_input("--record needs a command after `--`"));
+    };
+    let path = store::resolve_command(program)
+        .ok_or_else(|| bad_input(format!("--save: {program:?} is not found on PATH")))?;
+    ExecutableKey::of_path(&path).map_err(|e| bad_input(format!("--save: {}: {e}", path.display())))
+}
+
+/// Write the store entry of `key`: the signature document without its windows (a store entry is
+/// the whole run's signature), unless the program failed.
+fn save_entry(
+    key: &ExecutableKey,
+    doc: &SignatureJson,
+    program_exit: Option<i32>,
+    args: &SignatureArgs,
+) -> anyhow::Result<()> {
+    if let Some(code @ 1..) = program_exit {
+        eprintln!(
+            "hetsched: the signature of {} is not saved: the program exited with status {code}",
+            key.path.display()
+        );
+        return Ok(());
+    }
+    let serde_json::Value::Object(mut map) = serde_json::to_value(doc)? else {
+        unreachable!("a signature document is a JSON object");
+    };
+    map.remove("windows");
+    let store = crate::live::store_of(args.store.as_deref());
+    let path = store.save(key, map).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot save into the signature store {}: {e}",
+            store.dir().display()
+        )
+    })?;
+    eprintln!(
+        "hetsched: saved the signature of {} (sha256 {}) to {}",
+        key.path.display(),
+        key.sha256,
+        path.display()
+    );
+    Ok(())
 }
 
 /// Our exit status: the recorded program's (said on stderr when not 0), else 0.

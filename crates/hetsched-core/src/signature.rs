@@ -76,14 +76,28 @@ impl Signature {
     }
 
     /// Parse a signature file: JSON when it starts with `{`, TOML otherwise. The error names the
-    /// source and the field.
+    /// source and the field. A JSON document hetsched printed (one carrying the provenance field
+    /// `schema_version`: `signature --json` output, or a signature store entry) gives its
+    /// signature fields and its other fields are passed over; any other file has the signature's
+    /// fields alone.
     pub fn parse(text: &str, source_name: &str) -> Result<Signature, InputError> {
         let sig: Signature = if text.trim_start().starts_with('{') {
-            serde_json::from_str(text).map_err(|e| InputError {
+            let json_error = |e: serde_json::Error| InputError {
                 source_name: source_name.into(),
-                location: format!("line {}: ", e.line()),
+                location: if e.line() > 0 {
+                    format!("line {}: ", e.line())
+                } else {
+                    String::new()
+                },
                 message: e.to_string(),
-            })?
+            };
+            let mut value: serde_json::Value = serde_json::from_str(text).map_err(json_error)?;
+            if let Some(map) = value.as_object_mut() {
+                if map.contains_key("schema_version") {
+                    map.retain(|k, _| SIGNATURE_FIELDS.contains(&k.as_str()));
+                }
+            }
+            serde_json::from_value(value).map_err(json_error)?
         } else {
             toml::from_str(text).map_err(|e| InputError::from_toml(source_name, text, &e))?
         };
@@ -92,10 +106,12 @@ impl Signature {
         Ok(sig)
     }
 
-    /// Read a signature file.
+    /// Read a signature file of at most [`MAX_SIGNATURE_FILE_BYTES`]; a larger one is refused
+    /// unread.
     pub fn load(path: &std::path::Path) -> Result<Signature, InputError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| InputError::unreadable(&name, &e))?;
+        let text = read_bounded(path, MAX_SIGNATURE_FILE_BYTES)
+            .map_err(|e| InputError::unreadable(&name, &e))?;
         Signature::parse(&text, &name)
     }
 
@@ -163,6 +179,40 @@ impl Signature {
         };
         row(a0) + (row(a1) - row(a0)) * fa
     }
+}
+
+/// The fields of a signature in a file (and in `signature --json`).
+const SIGNATURE_FIELDS: [&str; 4] = ["name", "sizes_bytes", "assoc", "misses_per_4096"];
+
+/// Largest signature file read, bytes: a whole-run signature is about 2 kB of JSON, and 4 MiB
+/// holds a `signature --json` document with a few thousand windows. Larger is not a signature
+/// file, and is refused before it is read.
+pub const MAX_SIGNATURE_FILE_BYTES: u64 = 4 << 20;
+
+/// The text of the file at `path`, refused (`InvalidData`) when it is longer than `max` bytes or
+/// not UTF-8. Reads at most `max + 1` bytes whatever the file claims (a FIFO or /proc file has no
+/// size).
+pub fn read_bounded(path: &std::path::Path, max: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)?;
+    let too_big = |n: u64| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {max} bytes ({n} bytes), refused"),
+        )
+    };
+    if let Ok(m) = f.metadata() {
+        if m.is_file() && m.len() > max {
+            return Err(too_big(m.len()));
+        }
+    }
+    let mut bytes = Vec::new();
+    f.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(bytes.len() as u64));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
 fn strictly_increasing(v: &[u64]) -> bool {
@@ -265,6 +315,53 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("s.toml: line 1: unknown field `misses`"));
+    }
+
+    #[test]
+    fn a_hetsched_document_gives_its_signature_and_plain_files_stay_strict() {
+        let doc = r#"{"schema_version": 2, "hetsched_version": "0.1.0", "name": "x",
+            "instructions": 10, "engine": {"wall_s": 1.0},
+            "executable": {"path": "/bin/x", "sha256": "ab"},
+            "sizes_bytes": [1024, 2048], "assoc": [4], "misses_per_4096": [[3, 1]]}"#;
+        let s = Signature::parse(doc, "d.json").unwrap();
+        assert_eq!(s.name, "x");
+        assert_eq!(s.misses, vec![vec![3.0, 1.0]]);
+        // Without provenance, an unknown field is a mistake.
+        let plain = r#"{"instructions": 10, "misses_per_4096": [[1], [1], [1], [1]]}"#;
+        let e = Signature::parse(plain, "p.json").unwrap_err().to_string();
+        assert!(e.starts_with("p.json: unknown field `instructions`"), "{e}");
+        // A document's signature is checked like any other.
+        let bad = r#"{"schema_version": 2, "misses_per_4096": [[1]]}"#;
+        assert_eq!(
+            Signature::parse(bad, "b.json").unwrap_err().to_string(),
+            "b.json: misses_per_4096: needs one row per associativity (4), got 1"
+        );
+    }
+
+    #[test]
+    fn an_oversized_or_malformed_file_is_one_line_of_error() {
+        let dir = std::env::temp_dir().join(format!("hs-sig-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = dir.join("big.json");
+        let f = std::fs::File::create(&big).unwrap();
+        f.set_len(MAX_SIGNATURE_FILE_BYTES + 1).unwrap();
+        let e = Signature::load(&big).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{}: cannot read: larger than 4194304 bytes (4194305 bytes), refused",
+                big.display()
+            )
+        );
+        let bad = dir.join("bad.json");
+        std::fs::write(&bad, "{\"misses_per_4096\": [[1, 2\n").unwrap();
+        let e = Signature::load(&bad).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("{}: line 2: ", bad.display())),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -139,6 +139,9 @@ pub struct RuleStats {
     pub decisions: crate::engine::Decisions,
     /// Per core class: live threads last seen there, CPU seconds spent there.
     pub classes: Vec<ClassStats>,
+    /// Signature store lookups, for a rule whose policy places by signatures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stored_signatures: Option<crate::stored::StoreCounts>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -267,6 +270,9 @@ pub struct DaemonSetup {
     pub use_connector: bool,
     /// The configuration file, read again at SIGHUP (`None`: no reloading).
     pub config_path: Option<PathBuf>,
+    /// The signature store the rules' engines look programs up in when they start (for the
+    /// policies that place by signatures).
+    pub store: Option<hetsched_signature::store::Store>,
 }
 
 struct RuleEngine {
@@ -282,7 +288,7 @@ fn new_engine(
 ) -> Engine {
     let policy = policy_with_options(&rule.policy, &PolicyOptions::default())
         .expect("checked when the configuration was parsed");
-    Engine::new(
+    let mut engine = Engine::new(
         s.topology.clone(),
         s.cpus.clone(),
         &s.isolated,
@@ -290,7 +296,13 @@ fn new_engine(
         s.plan.clone(),
         cfg.clone(),
         journal,
-    )
+    );
+    engine.set_stored_signatures(crate::stored::StoredSignatures::new(
+        s.store.clone(),
+        None,
+        Proc::default(),
+    ));
+    engine
 }
 
 fn bind_stats(path: &Path) -> io::Result<UnixListener> {
@@ -583,6 +595,7 @@ impl Daemon {
                     policy: r.rule.policy.clone(),
                     threads_live: r.engine.live_threads(),
                     decisions: r.engine.decisions(),
+                    stored_signatures: r.engine.stored_counts(),
                     classes: r
                         .engine
                         .class_totals()
@@ -779,6 +792,7 @@ mod tests {
                         cpu_s: 0.5,
                     },
                 ],
+                stored_signatures: None,
             }],
         };
         let mut s = s;

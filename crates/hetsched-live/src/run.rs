@@ -14,6 +14,7 @@ use crate::hints::{HintCounts, HintServer, Received};
 use crate::journal::{self, Journal, Restored};
 use crate::procfs::Proc;
 use crate::signals::{self, Exit, Signals};
+use crate::stored::StoredSignatures;
 use crate::sys::{self, CpuMap};
 use crate::tracker::{Changes, Scope, Tracker};
 use hetsched_core::policy::Policy;
@@ -41,6 +42,11 @@ pub struct RunSetup {
     pub use_connector: bool,
     /// How long to wait for the program after a stop signal before leaving it running.
     pub stop_grace: Duration,
+    /// The signature store programs' signatures are looked up in when they start (for a policy
+    /// that places by signatures).
+    pub store: Option<hetsched_signature::store::Store>,
+    /// The signature of the launched program (`--signature FILE`), before any store entry.
+    pub signature: Option<std::sync::Arc<hetsched_core::Signature>>,
 }
 
 /// Tracking figures.
@@ -187,6 +193,12 @@ pub fn run(command: &[String], s: RunSetup) -> Result<RunReport, RunError> {
             return Err(e);
         }
     };
+    // Before the tracker reports the program's first thread.
+    engine.set_stored_signatures(StoredSignatures::new(
+        s.store,
+        s.signature.map(|sig| (root, sig)),
+        proc.clone(),
+    ));
     let mut session = Session {
         tracker: Tracker::new(proc.clone(), Scope::Tree { root }, s.use_connector),
         engine,

@@ -3,7 +3,8 @@
 //! lines, exactly ([`exact`]) or by SHARDS sampling ([`shards`]), and turn the histogram into
 //! miss-ratio curves and the signature matrix of misses per 4096 instructions for cache sizes
 //! 16 KB..16 MB and associativities 4..32 ([`histogram`]), the set-associative misses from exact
-//! per-set stack distances of set-indexed caches ([`setassoc`]).
+//! per-set stack distances of set-indexed caches ([`setassoc`]). Recorded signatures are kept in a
+//! store keyed by executable ([`store`]).
 
 pub mod exact;
 pub mod histogram;
@@ -15,6 +16,7 @@ pub mod readers;
 pub mod record;
 pub mod setassoc;
 pub mod shards;
+pub mod store;
 pub mod synthetic;
 pub mod trace;
 

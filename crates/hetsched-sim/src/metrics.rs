@@ -170,7 +170,12 @@ pub fn speedup(base: &RunResult, r: &RunResult, finite: bool) -> f64 {
     if groups.is_empty() {
         return f64::NAN;
     }
-    (groups.iter().map(|(_, sum, n)| sum / *n as f64).sum::<f64>() / groups.len() as f64).exp()
+    (groups
+        .iter()
+        .map(|(_, sum, n)| sum / *n as f64)
+        .sum::<f64>()
+        / groups.len() as f64)
+        .exp()
 }
 
 /// What [`speedup`] measures for a workload: its name in every table and document.

@@ -9,6 +9,7 @@ use hetsched_core::machine_file::SizeField;
 use hetsched_core::signature::{SIGNATURE_INSTRUCTIONS, SIGNATURE_SIZES};
 use hetsched_core::{CpuSet, InputError, Signature, Topology};
 use serde::Deserialize;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// LLC misses per kilo-instruction as a function of the cache capacity a thread gets.
@@ -359,8 +360,40 @@ struct FileApp {
 struct FileThreads {
     count: Option<Count>,
     repeat: Option<i64>,
-    signature: Option<Signature>,
+    signature: Option<FileSignature>,
     phases: Vec<FilePhase>,
+}
+
+/// A thread group's signature: inline (`signature = { misses_per_4096 = [...] }`), or the path
+/// of a signature file (`signature = "prog.json"`, relative to the workload file's directory).
+#[derive(Debug)]
+enum FileSignature {
+    Inline(Signature),
+    File(String),
+}
+
+impl<'de> Deserialize<'de> for FileSignature {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = FileSignature;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a signature table or the path of a signature file")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<FileSignature, E> {
+                Ok(FileSignature::File(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<FileSignature, A::Error> {
+                // The inline table read as a signature, so its errors keep their field and line.
+                Signature::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(FileSignature::Inline)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -449,24 +482,40 @@ pub const MAX_PHASE_RUNS: f64 = 1e9;
 /// parallelism) may take; real ones are below 100.
 pub const MAX_RATE: f64 = 1e4;
 
+/// Largest workload file read, bytes (the largest preset is a few kB).
+pub const MAX_WORKLOAD_FILE_BYTES: u64 = 16 << 20;
+
 impl Workload {
-    /// Parse a workload file and resolve its counts against a machine.
+    /// Parse a workload file and resolve its counts against a machine. A signature file it names
+    /// by a relative path is looked for from the current directory.
     pub fn parse(
         text: &str,
         source_name: &str,
         topology: &Topology,
     ) -> Result<Workload, InputError> {
+        Workload::parse_in(text, source_name, Path::new(""), topology)
+    }
+
+    /// [`parse`](Self::parse), relative signature file paths taken from directory `dir`.
+    pub fn parse_in(
+        text: &str,
+        source_name: &str,
+        dir: &Path,
+        topology: &Topology,
+    ) -> Result<Workload, InputError> {
         let file: FileWorkload =
             toml::from_str(text).map_err(|e| InputError::from_toml(source_name, text, &e))?;
-        resolve(file, topology.num_cores())
+        resolve(file, topology.num_cores(), dir)
             .map_err(|(field, msg)| InputError::at(source_name, &field, msg))
     }
 
-    /// Read a workload file.
-    pub fn load(path: &std::path::Path, topology: &Topology) -> Result<Workload, InputError> {
+    /// Read a workload file (signature files it names are relative to its directory).
+    pub fn load(path: &Path, topology: &Topology) -> Result<Workload, InputError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| InputError::unreadable(&name, &e))?;
-        Workload::parse(&text, &name, topology)
+        let text = hetsched_core::signature::read_bounded(path, MAX_WORKLOAD_FILE_BYTES)
+            .map_err(|e| InputError::unreadable(&name, &e))?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        Workload::parse_in(&text, &name, dir, topology)
     }
 
     /// Threads alive at once when every copy runs.
@@ -495,7 +544,7 @@ fn readable(v: f64) -> String {
 /// A field path and what is wrong with it.
 type FieldError = (String, String);
 
-fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, FieldError> {
+fn resolve(file: FileWorkload, cores: usize, dir: &Path) -> Result<Workload, FieldError> {
     if file.name.trim().is_empty() {
         return Err(("name".into(), "must not be empty".into()));
     }
@@ -505,7 +554,7 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, FieldError> {
     let mut apps = Vec::new();
     let mut total: u64 = 0;
     for (ai, a) in file.apps.into_iter().enumerate() {
-        let app = resolve_app(ai, a, cores)?;
+        let app = resolve_app(ai, a, cores, dir)?;
         total += app.copies as u64 * app.num_threads() as u64;
         if total > MAX_THREADS {
             return Err((
@@ -523,7 +572,7 @@ fn resolve(file: FileWorkload, cores: usize) -> Result<Workload, FieldError> {
 }
 
 /// App `ai` of the file, checked, with counts evaluated for a machine of `cores` cores.
-fn resolve_app(ai: usize, a: FileApp, cores: usize) -> Result<AppSpec, FieldError> {
+fn resolve_app(ai: usize, a: FileApp, cores: usize, dir: &Path) -> Result<AppSpec, FieldError> {
     let at = |f: &str| format!("apps[{ai}].{f}");
     let copies = count_of(&a.copies, cores, 1).map_err(|m| (at("copies"), m))?;
     if copies < 1 {
@@ -561,7 +610,7 @@ fn resolve_app(ai: usize, a: FileApp, cores: usize) -> Result<AppSpec, FieldErro
     }
     let mut threads = Vec::new();
     for (ti, t) in a.threads.into_iter().enumerate() {
-        threads.push(resolve_threads(ai, ti, t, &a.name, dfs.len(), cores)?);
+        threads.push(resolve_threads(ai, ti, t, &a.name, dfs.len(), cores, dir)?);
     }
     let cpus = match &a.cpus {
         None => None,
@@ -601,7 +650,7 @@ fn resolve_app(ai: usize, a: FileApp, cores: usize) -> Result<AppSpec, FieldErro
 }
 
 /// Thread group `ti` of app `ai` (named `app`, with `dfs` data fragments), checked; its signature
-/// given or profiled from its phases.
+/// given inline, read from a file (a relative path from `dir`), or profiled from its phases.
 fn resolve_threads(
     ai: usize,
     ti: usize,
@@ -609,6 +658,7 @@ fn resolve_threads(
     app: &str,
     dfs: usize,
     cores: usize,
+    dir: &Path,
 ) -> Result<ThreadSpec, FieldError> {
     let tat = |f: &str| format!("apps[{ai}].threads[{ti}].{f}");
     let count = count_of(&t.count, cores, 1).map_err(|m| (tat("count"), m))?;
@@ -634,10 +684,18 @@ fn resolve_threads(
         phases.push(resolve_phase(p, dfs, &pat)?);
     }
     let signature = match t.signature {
-        Some(sig) => {
+        Some(FileSignature::Inline(sig)) => {
             sig.validate()
                 .map_err(|(f, m)| (tat(&format!("signature.{f}")), m))?;
             sig
+        }
+        Some(FileSignature::File(path)) => {
+            if path.trim().is_empty() {
+                return Err((tat("signature"), "an empty file name".into()));
+            }
+            let path: PathBuf = dir.join(&path);
+            // The error names the signature file and what is wrong in it, after the field.
+            Signature::load(&path).map_err(|e| (tat("signature"), e.to_string()))?
         }
         None => profile_signature(app, &phases, repeat as u32),
     };
@@ -975,6 +1033,63 @@ barrier = true
             Workload::parse(&bad, "w.toml", &smp()).unwrap_err().to_string(),
             "w.toml: apps[0].threads[0].signature.misses_per_4096: needs one row per associativity (2), got 1"
         );
+    }
+
+    #[test]
+    fn a_signature_may_be_a_file_next_to_the_workload() {
+        let dir = std::env::temp_dir().join(format!("hs-wl-sig-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("art.json"),
+            r#"{"name": "art", "misses_per_4096": [[427, 1], [427, 1]], "assoc": [4, 8], "sizes_bytes": [262144, 16777216]}"#,
+        )
+        .unwrap();
+        let named = |file: &str| {
+            GOOD.replace(
+                "repeat = 3\n",
+                &format!("repeat = 3\nsignature = \"{file}\"\n"),
+            )
+        };
+        let wl = dir.join("w.toml");
+        std::fs::write(&wl, named("art.json")).unwrap();
+        let w = Workload::load(&wl, &smp()).unwrap();
+        let sig = &w.apps[0].threads[0].signature;
+        assert_eq!(sig.name, "art");
+        assert_eq!(sig.misses_at(256 << 10, 4), 427.0);
+        assert_eq!(sig.misses_at(16 << 20, 8), 1.0);
+        // A missing file: one line naming the workload, the field and the file.
+        std::fs::write(&wl, named("gone.json")).unwrap();
+        let e = Workload::load(&wl, &smp()).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{}: apps[0].threads[0].signature: {}: cannot read: No such file or directory (os error 2)",
+                wl.display(),
+                dir.join("gone.json").display()
+            )
+        );
+        // A malformed one: the field, the file and its own field.
+        std::fs::write(dir.join("bad.json"), r#"{"misses_per_4096": [[1]]}"#).unwrap();
+        std::fs::write(&wl, named("bad.json")).unwrap();
+        let e = Workload::load(&wl, &smp()).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{}: apps[0].threads[0].signature: {}: misses_per_4096: needs one row per associativity (4), got 1",
+                wl.display(),
+                dir.join("bad.json").display()
+            )
+        );
+        // A value of neither form.
+        let e = Workload::parse(&named("x").replace("\"x\"", "3"), "w.toml", &smp())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("signature")
+                && e.contains("a signature table or the path of a signature file"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

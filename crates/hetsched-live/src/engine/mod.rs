@@ -21,11 +21,12 @@ use crate::counters::{CounterPlan, Role, ThreadCounters};
 use crate::journal::{Journal, Restored};
 use crate::pages::PageMover;
 use crate::procfs::{parse_stat, Proc};
+use crate::stored::{StoreCounts, StoredSignatures};
 use crate::sys::{self, CpuMap, OsMask, PackedMask, SysError};
 use crate::tracker::Found;
 use hetsched_core::observe::{CoreObs, ThreadObs, ThreadState, View};
 use hetsched_core::policy::{Hint, PageMove, Placement, Policy, Signal};
-use hetsched_core::{AppId, CoreId, CpuSet, ThreadId, Topology};
+use hetsched_core::{AppId, CoreId, CpuSet, Signature, ThreadId, Topology};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -107,6 +108,9 @@ struct LiveProcess {
     threads: u32,
     /// With the pid, a name no other process will have.
     start_ticks: u64,
+    /// The signature of the program it runs, from the signature store (or `run --signature`):
+    /// its threads carry it from their start.
+    signature: Option<std::sync::Arc<Signature>>,
 }
 
 /// Most process names the summary keeps a row for; the processes of further names are counted
@@ -285,6 +289,9 @@ pub struct EngineSummary {
     pub processes: Vec<ProcessSummary>,
     /// Per process name and data fragment (threads that hinted theirs): where they ran.
     pub fragments: Vec<FragmentSummary>,
+    /// Signature store lookups, when the policy places by signatures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stored_signatures: Option<StoreCounts>,
     pub restore: Restored,
 }
 
@@ -339,6 +346,8 @@ pub struct Engine {
     hints_missing_noticed: bool,
     restored: Restored,
     notices: Vec<String>,
+    /// Where programs' signatures come from when they start (policies that use signatures only).
+    stored: Option<StoredSignatures>,
 }
 
 /// A placement made work-conserving for a kernel that time-shares between our intervals: `cpus`
@@ -466,7 +475,33 @@ impl Engine {
             hints_missing_noticed: false,
             restored: Restored::default(),
             notices,
+            stored: None,
         }
+    }
+
+    /// Give programs their stored signatures when they start: a new thread of a process whose
+    /// executable has a store entry (or that `run --signature` names) carries that signature
+    /// from its start, as a thread of the simulator does; the threads of a process that execs
+    /// such a program get it as a signature hint. Only for a policy that uses signatures; for
+    /// the others nothing is looked up.
+    pub fn set_stored_signatures(&mut self, stored: StoredSignatures) {
+        if self
+            .policy
+            .as_ref()
+            .is_some_and(|p| p.needs().contains(&Signal::Signatures))
+        {
+            self.stored = Some(stored);
+        }
+    }
+
+    /// Counts of signature store lookups, when the engine looks signatures up.
+    pub fn stored_counts(&self) -> Option<StoreCounts> {
+        self.stored.as_ref().map(|s| s.counts)
+    }
+
+    /// Process `pid`'s signature from the store, if the engine looks signatures up.
+    fn stored_signature(&mut self, pid: u32) -> Option<std::sync::Arc<Signature>> {
+        self.stored.as_mut()?.for_process(pid)
     }
 
     pub fn topology(&self) -> &Topology {
@@ -498,12 +533,40 @@ impl Engine {
         self.threads_peak
     }
 
-    /// Process `pid` called exec: it goes by its new name from now on.
+    /// Process `pid` called exec: it goes by its new name from now on, and its threads get the
+    /// new program's stored signature, if it has one, as a signature hint.
     pub fn process_renamed(&mut self, pid: u32) {
-        if let Some(p) = self.procs.get_mut(&pid) {
-            if let Some(stat) = self.proc.task_stat(pid, pid) {
-                p.name = stat.comm;
-            }
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        if let Some(stat) = self.proc.task_stat(pid, pid) {
+            p.name = stat.comm;
+        }
+        if self.stored.is_none() {
+            return;
+        }
+        let signature = self.stored_signature(pid);
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        let unchanged = match (&p.signature, &signature) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b) || a == b,
+            _ => false,
+        };
+        p.signature = signature.clone();
+        // The exec event can be read after the process was first seen already running the new
+        // program: its threads carry this signature from their start.
+        let Some(sig) = signature.filter(|_| !unchanged) else {
+            return;
+        };
+        let tids: Vec<u32> = self
+            .slots
+            .iter()
+            .filter(|s| s.alive && s.pid == pid)
+            .map(|s| s.tid)
+            .collect();
+        for tid in tids {
+            self.hint(tid, &Hint::Signature(sig.clone()));
         }
     }
 
@@ -640,6 +703,12 @@ impl Engine {
             // The pid is another process's now.
             self.retire_process(f.pid);
         }
+        // A process seen for the first time: its program's stored signature, if any.
+        let signature = if self.procs.contains_key(&f.pid) {
+            None
+        } else {
+            self.stored_signature(f.pid)
+        };
         let next_app = &mut self.next_app;
         let proc = &self.proc;
         let process = self.procs.entry(f.pid).or_insert_with(|| {
@@ -655,10 +724,12 @@ impl Engine {
                     .map(|s| s.comm)
                     .unwrap_or_default(),
                 threads: 0,
+                signature,
             }
         });
         process.threads += 1;
         let app = process.app;
+        let signature = process.signature.clone();
         let slot = Slot {
             fds,
             tid: f.tid,
@@ -698,6 +769,11 @@ impl Engine {
         self.threads_seen += 1;
         self.threads_peak = self.threads_peak.max(self.live);
         self.by_tid.insert(f.tid, id);
+        if let Some(sig) = signature {
+            // Known before the policy hears of the thread, as a signature in a workload file.
+            self.signatures_seen = true;
+            self.obs[id.index()].signature = Some(sig);
+        }
         if inherited {
             self.obs[id.index()].allowed = self.cpus.to_cores(&current).intersection(&self.managed);
             if let Some(j) = self.journal.as_mut() {

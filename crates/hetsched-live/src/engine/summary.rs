@@ -75,6 +75,7 @@ impl Engine {
             class_s: by_class(&totals.class_ns),
             processes,
             fragments,
+            stored_signatures: self.stored_counts(),
             restore: self.restored,
         }
     }

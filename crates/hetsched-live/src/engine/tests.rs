@@ -501,3 +501,146 @@ fn a_move_held_by_the_dwell_rule_is_made_later() {
     assert_eq!(e.decisions().placements, 2);
     threads.end();
 }
+
+/// Per thread: its signature's misses at 1 MiB, 16 ways, when the policy saw it (`None`: none).
+type Notes<T> = std::sync::Arc<std::sync::Mutex<Vec<(ThreadId, T)>>>;
+
+/// A policy that places by signatures and notes, per thread id, the signature it saw at the
+/// thread's start and the signature hints it got.
+struct SignatureNotes {
+    starts: Notes<Option<f64>>,
+    hints: Notes<f64>,
+}
+
+impl Policy for SignatureNotes {
+    fn name(&self) -> &str {
+        "signature-notes"
+    }
+    fn needs(&self) -> &'static [Signal] {
+        &[Signal::Signatures]
+    }
+    fn rebalance(&mut self, _view: &View<'_>, _out: &mut Vec<Placement>) {}
+    fn on_thread_start(&mut self, view: &View<'_>, thread: ThreadId) -> Option<CpuSet> {
+        let sig = view.thread(thread).signature.as_ref();
+        self.starts
+            .lock()
+            .unwrap()
+            .push((thread, sig.map(|s| s.misses_at(1 << 20, 16))));
+        None
+    }
+    fn on_hint(
+        &mut self,
+        _view: &View<'_>,
+        thread: ThreadId,
+        hint: &Hint,
+        _out: &mut Vec<Placement>,
+    ) {
+        if let Hint::Signature(s) = hint {
+            self.hints
+                .lock()
+                .unwrap()
+                .push((thread, s.misses_at(1 << 20, 16)));
+        }
+    }
+}
+
+#[test]
+fn stored_signatures_reach_new_threads_at_start_and_a_process_that_execs_through_the_hint_path() {
+    use hetsched_signature::store::{ExecutableKey, Store};
+    let dir = std::env::temp_dir().join(format!("hetsched-stored-engine-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::new(dir.join("store"));
+    let starts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let hints = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let new_engine = || {
+        let mut e = Engine::new(
+            two_class_machine(),
+            CpuMap::new(&crate::discover(std::path::Path::new("/")).topology),
+            &CpuSet::new(),
+            Box::new(SignatureNotes {
+                starts: starts.clone(),
+                hints: hints.clone(),
+            }),
+            CounterPlan::none(),
+            EngineConfig {
+                dry_run: true,
+                ..EngineConfig::default()
+            },
+            None,
+        );
+        e.set_stored_signatures(StoredSignatures::new(
+            Some(store.clone()),
+            None,
+            Proc::default(),
+        ));
+        e
+    };
+    // Nothing recorded for this test binary yet: its threads start without a signature.
+    let first = Sleepers::new(2);
+    let mut e = new_engine();
+    add_all(&mut e, &first);
+    assert_eq!(
+        starts
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.1)
+            .collect::<Vec<_>>(),
+        vec![None, None]
+    );
+    // The program is recorded, then the process "execs" (this test process stands in for one
+    // whose new program has an entry): each managed thread gets the signature as a hint.
+    let key = ExecutableKey::of_path(&std::env::current_exe().unwrap()).unwrap();
+    let mut doc = serde_json::Map::new();
+    doc.insert("schema_version".into(), 2.into());
+    doc.insert(
+        "misses_per_4096".into(),
+        serde_json::json!([[42.0], [42.0], [42.0], [42.0]]),
+    );
+    doc.insert("sizes_bytes".into(), serde_json::json!([1 << 20]));
+    store.save(&key, doc).unwrap();
+    e.process_renamed(std::process::id());
+    let got: Vec<(ThreadId, f64)> = hints.lock().unwrap().clone();
+    assert_eq!(got, vec![(ThreadId(0), 42.0), (ThreadId(1), 42.0)]);
+    // An exec event read after the process was seen running the program already: its threads
+    // have the signature, and get no second one.
+    e.process_renamed(std::process::id());
+    assert_eq!(hints.lock().unwrap().len(), 2);
+    let counts = e.stored_counts().unwrap();
+    assert_eq!((counts.lookups, counts.found, counts.missing), (3, 2, 1));
+    // A process seen afresh by another engine: its threads carry the signature from their start,
+    // before the policy hears of them, and no hint is needed.
+    starts.lock().unwrap().clear();
+    hints.lock().unwrap().clear();
+    let mut e2 = new_engine();
+    add_all(&mut e2, &first);
+    assert_eq!(
+        starts
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.1)
+            .collect::<Vec<_>>(),
+        vec![Some(42.0), Some(42.0)]
+    );
+    assert!(hints.lock().unwrap().is_empty());
+    // One lookup for the process, not one per thread.
+    assert_eq!(e2.stored_counts().unwrap().lookups, 1);
+    let summary = e2.finish();
+    assert_eq!(summary.stored_signatures.unwrap().found, 1);
+    // A policy that does not place by signatures looks nothing up.
+    let (mut e3, _, _) = engine_for(
+        &first,
+        EngineConfig {
+            dry_run: true,
+            ..EngineConfig::default()
+        },
+        &dir,
+    );
+    e3.set_stored_signatures(StoredSignatures::new(Some(store), None, Proc::default()));
+    assert!(e3.stored_counts().is_none());
+    e.finish();
+    e3.finish();
+    first.end();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -305,9 +305,12 @@ impl Hass {
         self.refresh_counts(view);
         let obs = view.thread(t);
         let mut m = self.rate(sig, obs.counters.cpu_time_ns);
-        // A new thread is about to run; a known one counts where it is if it is runnable.
+        // A new thread is about to run; a known one counts where it is if it is runnable. The
+        // counts are this instant's: a thread whose state changed since they were taken (a
+        // backend shows a thread that just sent a hint as runnable) may not be in them, and is
+        // then taken as not counted rather than subtracted from a partition that holds no one.
         let known = self.member(t).map(|old| old.partition);
-        let counted = known.filter(|_| is_runnable(obs.state));
+        let counted = known.filter(|&p| is_runnable(obs.state) && self.counts[p] > 0);
         let p = self.regular_choice(&m, counted, obs);
         m.partition = p;
         if let Some(old) = counted {

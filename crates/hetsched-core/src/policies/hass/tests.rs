@@ -210,3 +210,31 @@ fn threads_without_a_signature_are_left_alone_and_a_hint_admits_them() {
     assert_eq!(out[0].cpus.to_list(), "2-3");
     assert_eq!(hass.partition_of(id), Some(FAST));
 }
+
+#[test]
+fn a_second_signature_for_a_thread_not_in_this_instants_counts_is_taken_in() {
+    let mut s = State::new(amd22());
+    let mut hass = Hass::new(1);
+    let id = s.start(&mut hass, cpu_bound());
+    assert_eq!(hass.partition_of(id), Some(FAST));
+    // Counted at an instant when it slept...
+    s.threads[id.index()].state = ThreadState::Blocked;
+    s.now += 1;
+    let cores = s.cores();
+    let mut out = Vec::new();
+    hass.rebalance(&s.view(&cores), &mut out);
+    // ... then, at the same instant, runnable with a new signature (a backend shows a thread that
+    // sends a hint as runnable): rated afresh, where a subtraction from an empty partition's
+    // count used to panic.
+    s.threads[id.index()].state = ThreadState::Runnable;
+    hass.on_hint(
+        &s.view(&cores),
+        id,
+        &Hint::Signature(memory_bound()),
+        &mut out,
+    );
+    assert_eq!(out.len(), 1);
+    // Alone on the machine, even a memory-bound thread does best on a fast core.
+    assert_eq!(hass.partition_of(id), Some(FAST));
+    assert_eq!(out[0].cpus.to_list(), "2-3");
+}
