@@ -228,9 +228,7 @@ impl ProcessCounts {
         Competition {
             grouped_apps: self.grouped,
             one_fits_fast: self.grouped >= 2
-                && self
-                    .smallest_group()
-                    .is_some_and(|n| n as usize <= budget),
+                && self.smallest_group().is_some_and(|n| n as usize <= budget),
         }
     }
 

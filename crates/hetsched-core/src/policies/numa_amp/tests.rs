@@ -143,7 +143,11 @@ fn a_process_too_wide_for_the_fast_cores_takes_what_whole_processes_leave() {
     let fast = CpuSet::parse_list("0-3").unwrap();
     let slow = CpuSet::parse_list("4-15").unwrap();
     let wide: Vec<&ThreadObs> = b.threads.iter().filter(|t| t.app == AppId(0)).collect();
-    assert!(wide[..2].iter().all(|t| t.allowed == fast), "{:?}", b.allowed_of(0));
+    assert!(
+        wide[..2].iter().all(|t| t.allowed == fast),
+        "{:?}",
+        b.allowed_of(0)
+    );
     assert!(
         wide[2..].iter().all(|t| t.allowed.is_subset(&slow)),
         "{:?}",
@@ -364,7 +368,7 @@ fn a_new_process_takes_free_fast_cores_at_the_next_check_not_the_next_profile() 
     b.now += CHECK_PERIOD_NS;
     let mut out = Vec::new();
     p.rebalance(&view(&b.topo, &b.threads, &cores, b.now), &mut out);
-    assert!(CHECK_PERIOD_NS < PROFILE_PERIOD_NS / 10);
+    const { assert!(CHECK_PERIOD_NS < PROFILE_PERIOD_NS / 10) };
     assert_eq!(out.len(), 2, "{out:?}");
     assert!(out.iter().all(|pl| pl.cpus.to_string() == "0-3"), "{out:?}");
     // Nothing changed: the next check places nothing.
