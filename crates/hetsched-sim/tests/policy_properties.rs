@@ -364,7 +364,7 @@ proptest! {
 
     /// `hetsched` >= 0.99x the default baseline by makespan.
     ///
-    /// Does not hold yet: 27 of 200 cases of the survey fall below, the worst at 0.850x (22 cores
+    /// Does not hold yet: 28 of 200 cases of the survey fall below, the worst at 0.839x (22 cores
     /// at 3.78 GHz + 16 at 1.0 GHz in 2 nodes; two request services of 9 and 19 threads, placed
     /// whole by the `processes` part, where each service's threads sleep between requests and a
     /// whole-process placement keeps the fast cores for one service while the other's requests
@@ -372,7 +372,7 @@ proptest! {
     /// `policy_properties.proptest-regressions`): 5 cores at 1.89 GHz + 5 at 1.0 GHz in 3 nodes,
     /// private LLCs, a 14-thread barrier job of 5 rounds beside a phase changer: 0.969x.
     #[test]
-    #[ignore = "does not hold yet: worst ratio 0.850x, see the doc comment"]
+    #[ignore = "does not hold yet: worst ratio 0.839x, see the doc comment"]
     fn hetsched_at_least_the_baseline(case in arb_case()) {
         println!("{}", describe(&case));
         let r = vs_baseline(&case);
@@ -382,7 +382,7 @@ proptest! {
 
     /// `hetsched` >= 0.97x the best other policy by makespan.
     ///
-    /// Does not hold yet: 30 of 200 cases of the survey fall below, the worst at 0.740x `numa-amp`
+    /// Does not hold yet: 29 of 200 cases of the survey fall below, the worst at 0.740x `numa-amp`
     /// (3 + 5 + 4 + 8 cores at 3.3, 3.16, 2.12 and 1.0 GHz; a 17-thread service, a phase changer
     /// and a 22-thread barrier job: `numa-amp` alone ranks all three processes together, where
     /// `hetsched` gives the single-threaded phase changer to AMPS and the other two to `numa-amp`;
