@@ -500,5 +500,6 @@ fn one_fast_seven_slow_with_eight_programs() {
         ],
     };
     let r = vs_baseline(&case);
+    println!("vs baseline {r:.3}");
     assert!(r >= VS_BASELINE, "vs baseline {r:.3}");
 }
