@@ -269,6 +269,35 @@ fn first_tid(file: &Path) -> u32 {
     tid.unwrap()
 }
 
+/// What a live store test needs, or `None` (with the reason on stderr) where it cannot run: root,
+/// the recordings, this 2-CPU machine; the tests' lock held, and an empty state directory `name`
+/// beside the recordings.
+fn live_setup(
+    name: &str,
+) -> Option<(
+    std::sync::MutexGuard<'static, ()>,
+    &'static Recorded,
+    PathBuf,
+)> {
+    if !is_root() {
+        eprintln!("skipped: the live test needs root");
+        return None;
+    }
+    let guard = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let r = recorded()?;
+    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    if cpus.trim() != "0-1" {
+        eprintln!("skipped: the live store test is written for a 2-CPU machine (this has {cpus})");
+        return None;
+    }
+    let state = r.dir.join(name);
+    let _ = std::fs::remove_dir_all(&state);
+    std::fs::create_dir_all(&state).unwrap();
+    Some((guard, r, state))
+}
+
 /// Processes killed when the test ends, however it ends (workers outlive hetsched on purpose).
 struct Doomed(Vec<u32>, Option<Child>);
 
@@ -292,22 +321,9 @@ impl Drop for Doomed {
 /// hetsched exits, both have their original masks again.
 #[test]
 fn recorded_signatures_drive_hass_live_under_emulation() {
-    if !is_root() {
-        eprintln!("skipped: the live test needs root");
+    let Some((_g, r, state)) = live_setup("state") else {
         return;
-    }
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(r) = recorded() else { return };
-    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    if cpus.trim() != "0-1" {
-        eprintln!("skipped: the live store test is written for a 2-CPU machine (this has {cpus})");
-        return;
-    }
-    let state = r.dir.join("state");
-    let _ = std::fs::remove_dir_all(&state);
-    std::fs::create_dir_all(&state).unwrap();
+    };
     let emulate = Command::new(HETSCHED)
         .env("HETSCHED_STATE_DIR", &state)
         .args(["emulate", "--slow", "1", "--duty", "0.5"])
@@ -416,22 +432,9 @@ fn recorded_signatures_drive_hass_live_under_emulation() {
 /// the worker's mask at SIGTERM. Without a stored signature `hass` would place nothing.
 #[test]
 fn the_daemon_gives_managed_programs_their_stored_signatures() {
-    if !is_root() {
-        eprintln!("skipped: the live test needs root");
+    let Some((_g, r, state)) = live_setup("daemon-state") else {
         return;
-    }
-    let _g = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(r) = recorded() else { return };
-    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    if cpus.trim() != "0-1" {
-        eprintln!("skipped: the live store test is written for a 2-CPU machine (this has {cpus})");
-        return;
-    }
-    let state = r.dir.join("daemon-state");
-    let _ = std::fs::remove_dir_all(&state);
-    std::fs::create_dir_all(&state).unwrap();
+    };
     let machine = r.dir.join("machine.toml");
     std::fs::write(
         &machine,

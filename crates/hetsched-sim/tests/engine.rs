@@ -656,35 +656,20 @@ fn an_unfinished_run_is_compared_by_progress_and_classes_are_named() {
 #[test]
 fn a_services_apps_count_once_in_the_speedup() {
     let smp = machine("amps-smp");
-    let text = r#"
-name = "svc"
-[[apps]]
-name = "login"
-service = "web"
-restart = true
-[[apps.threads]]
-count = 1
-[[apps.threads.phases]]
-instructions = 1e6
-cpi = 1.0
-[[apps]]
-name = "search"
-service = "web"
-restart = true
-[[apps.threads]]
-count = 1
-[[apps.threads.phases]]
-instructions = 1e6
-cpi = 1.0
-[[apps]]
-name = "batch"
-restart = true
-[[apps.threads]]
-count = 1
-[[apps.threads.phases]]
-instructions = 1e6
-cpi = 1.0
-"#;
+    // Three closed loops of one thread; the first two are request kinds of one service.
+    let app = |name: &str, service: &str| {
+        format!(
+            "[[apps]]\nname = \"{name}\"\n{service}restart = true\n[[apps.threads]]\ncount = 1\n\
+             [[apps.threads.phases]]\ninstructions = 1e6\ncpi = 1.0\n"
+        )
+    };
+    let text = format!(
+        "name = \"svc\"\n{}{}{}",
+        app("login", "service = \"web\"\n"),
+        app("search", "service = \"web\"\n"),
+        app("batch", "")
+    );
+    let text = text.as_str();
     let w = Workload::parse(text, "svc.toml", &smp).unwrap();
     assert_eq!(w.apps[0].service.as_deref(), Some("web"));
     assert_eq!(w.apps[2].service, None);
