@@ -578,7 +578,7 @@ pub fn run_validate(args: &ValidateArgs) -> anyhow::Result<()> {
     // runs too, on the machine as it is), so that a spell of noise from the machine's other
     // tenants costs one run of many cases, not every run of one case.
     let live_rounds = |emulated: bool,
-                       solo: &mut Option<&mut [Timing; 3]>,
+                       mut solo: Option<&mut [Timing; 3]>,
                        timings: &mut [Timing]|
      -> anyhow::Result<()> {
         for round in 1..=runs {
@@ -610,7 +610,7 @@ pub fn run_validate(args: &ValidateArgs) -> anyhow::Result<()> {
     };
     let mut solo = [Timing::default(); 3];
     let mut plain_timings = vec![Timing::default(); cases.len() * POLICIES.len()];
-    live_rounds(false, &mut Some(&mut solo), &mut plain_timings)?;
+    live_rounds(false, Some(&mut solo), &mut plain_timings)?;
     let cal = calibration(args.quick, &solo);
     let plain = d.topology.clone();
     let emulated_text =
@@ -633,7 +633,7 @@ pub fn run_validate(args: &ValidateArgs) -> anyhow::Result<()> {
             .spawn()?;
         // Let it start its stealing threads and write the machine file `run` reads.
         std::thread::sleep(Duration::from_millis(500));
-        let result = live_rounds(true, &mut None, &mut emulated_timings);
+        let result = live_rounds(true, None, &mut emulated_timings);
         // SAFETY: kill sends a signal to our own child.
         unsafe {
             libc::kill(child.id() as i32, libc::SIGTERM);

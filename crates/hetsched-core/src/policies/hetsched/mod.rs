@@ -291,20 +291,20 @@ pub struct Hetsched {
 impl Hetsched {
     pub fn new(cfg: HetschedConfig) -> Self {
         let slow_period = cfg.interval_ns;
+        // The processes part is served at its profile period: a process reaches it only once it
+        // has two competing threads, after the `amps` part placed its first ones, so there is no
+        // arrival to serve between profiles (and an idle fast core still calls it at once).
+        let processes_period = slow_period.unwrap_or(PROFILE_PERIOD_NS);
         // The processes part leaves the fast cores' share that no whole process fits to the
         // other parts: single-threaded processes (the `amps` part) use it, and when no process
         // fits whole at all the processes go to the `amps` part themselves (`part_for`). Split
         // there as well, a process took fast cores the `amps` part had filled (Ding's PARSEC-like
         // mix: 1.016 against 1.032 unsplit).
         let processes = NumaAmp::new(NumaAmpConfig {
-            period_ns: slow_period.unwrap_or(PROFILE_PERIOD_NS),
+            period_ns: processes_period,
             split_leftover: false,
             ..Default::default()
         });
-        // The processes part is served at its profile period: a process reaches it only once it
-        // has two competing threads, after the `amps` part placed its first ones, so there is no
-        // arrival to serve between profiles (and an idle fast core still calls it at once).
-        let processes_period = slow_period.unwrap_or(PROFILE_PERIOD_NS);
         Hetsched {
             amps: Amps::new(AmpsConfig {
                 numa: cfg.numa,

@@ -32,9 +32,8 @@
 //!    and no page moves.
 //!
 //! "Fast cores" are the fastest class ([`fast_side`]); every other class is slow (the paper has two
-//! types). On a
-//! machine with one class only the NUMA part acts; on one node only the AMP part; the policy says
-//! so once ([`Policy::take_notice`]).
+//! types). On a machine with one class only the NUMA part acts; on one node only the AMP part; the
+//! policy says so once ([`Policy::take_notice`]).
 //!
 //! The best-static variant of section 4.3 is the same schedule with the AMP list ranked by each
 //! program's speedup measured offline ([`NumaAmpConfig::static_speedups`], by the program's
@@ -212,9 +211,6 @@ pub struct NumaAmp {
     unplaced: bool,
     /// When the counters were last folded into the rates ([`NumaAmp::profile`]).
     profiled_at: Option<u64>,
-    /// The process the last schedule split across the sides, and how many of its threads it gave
-    /// the fast cores (what whole processes left of the fast cores' share).
-    split: Option<(AppId, usize)>,
     page_moves: Vec<PageMove>,
     notice: Option<String>,
 }
@@ -233,7 +229,6 @@ impl NumaAmp {
             pending: true,
             unplaced: false,
             profiled_at: None,
-            split: None,
             page_moves: Vec::new(),
             notice: None,
         }
@@ -245,8 +240,8 @@ impl NumaAmp {
         }
         self.known_machine = true;
         let topo = view.topology;
-        let asymmetric = topo.classes_by_speed().len() > 1;
         self.fast = fast_side(topo);
+        let asymmetric = !self.fast.is_empty();
         self.slow = topo
             .cores()
             .iter()
@@ -428,14 +423,14 @@ impl NumaAmp {
         // on the slow ones, which is slower still: a barrier job of 8 threads on 4 fast + 4 slow
         // cores runs one thread a core split, two a slow core whole.
         let taken: usize = chosen_at.iter().map(|&i| sizes[i] as usize).sum();
-        self.split = (self.cfg.split_leftover && taken < budget)
-            .then(|| {
-                list.iter()
-                    .enumerate()
-                    .find(|(i, _)| !chosen_at.contains(i))
-                    .map(|(_, e)| (e.0, budget - taken))
-            })
-            .flatten();
+        let split: Option<(AppId, usize)> = if self.cfg.split_leftover && taken < budget {
+            list.iter()
+                .enumerate()
+                .find(|(i, _)| !chosen_at.contains(i))
+                .map(|(_, e)| (e.0, budget - taken))
+        } else {
+            None
+        };
         let numa = self.cfg.numa_aware && !self.is_static() && self.slow_by_node.len() > 1;
         // Lines 3-4: migrate when the set on the fast cores changes.
         for (&app, p) in &mut self.processes {
@@ -454,12 +449,12 @@ impl NumaAmp {
         }
         // Placements for every live thread whose allowed set is not what its process's side says;
         // the split process's first threads (by id) take the fast cores' share left to it.
-        let mut split_left = self.split.map_or(0, |(_, n)| n);
+        let mut split_left = split.map_or(0, |(_, n)| n);
         for t in view.threads {
             if t.state == ThreadState::Exited {
                 continue;
             }
-            let want = if self.split.is_some_and(|(a, _)| a == t.app) && split_left > 0 {
+            let want = if split.is_some_and(|(a, _)| a == t.app) && split_left > 0 {
                 split_left -= 1;
                 self.fast.clone()
             } else {
