@@ -1,5 +1,6 @@
-//! Errors for text inputs (machine files, workload files): which input, where in it, what is wrong.
-//! Displays as one line, as the command-line contract requires.
+//! Text inputs (machine files, workload files, signature files): read with a bound on their size,
+//! and their errors: which input, where in it, what is wrong.
+//! An error displays as one line, as the command-line contract requires.
 
 use thiserror::Error;
 
@@ -66,4 +67,30 @@ impl InputError {
             message: format!("cannot read: {e}"),
         }
     }
+}
+
+/// The text of the file at `path`, refused (`InvalidData`) when it is longer than `max` bytes or
+/// not UTF-8. Reads at most `max + 1` bytes whatever the file claims (a FIFO or /proc file has no
+/// size).
+pub fn read_bounded(path: &std::path::Path, max: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)?;
+    let too_big = |n: u64| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {max} bytes ({n} bytes), refused"),
+        )
+    };
+    if let Ok(m) = f.metadata() {
+        if m.is_file() && m.len() > max {
+            return Err(too_big(m.len()));
+        }
+    }
+    let mut bytes = Vec::new();
+    f.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(bytes.len() as u64));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
 }

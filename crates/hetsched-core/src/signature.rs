@@ -110,7 +110,7 @@ impl Signature {
     /// unread.
     pub fn load(path: &std::path::Path) -> Result<Signature, InputError> {
         let name = path.display().to_string();
-        let text = read_bounded(path, MAX_SIGNATURE_FILE_BYTES)
+        let text = crate::input::read_bounded(path, MAX_SIGNATURE_FILE_BYTES)
             .map_err(|e| InputError::unreadable(&name, &e))?;
         Signature::parse(&text, &name)
     }
@@ -188,32 +188,6 @@ const SIGNATURE_FIELDS: [&str; 4] = ["name", "sizes_bytes", "assoc", "misses_per
 /// holds a `signature --json` document with a few thousand windows. Larger is not a signature
 /// file, and is refused before it is read.
 pub const MAX_SIGNATURE_FILE_BYTES: u64 = 4 << 20;
-
-/// The text of the file at `path`, refused (`InvalidData`) when it is longer than `max` bytes or
-/// not UTF-8. Reads at most `max + 1` bytes whatever the file claims (a FIFO or /proc file has no
-/// size).
-pub fn read_bounded(path: &std::path::Path, max: u64) -> std::io::Result<String> {
-    use std::io::Read;
-    let f = std::fs::File::open(path)?;
-    let too_big = |n: u64| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("larger than {max} bytes ({n} bytes), refused"),
-        )
-    };
-    if let Ok(m) = f.metadata() {
-        if m.is_file() && m.len() > max {
-            return Err(too_big(m.len()));
-        }
-    }
-    let mut bytes = Vec::new();
-    f.take(max + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(too_big(bytes.len() as u64));
-    }
-    String::from_utf8(bytes)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
-}
 
 fn strictly_increasing(v: &[u64]) -> bool {
     v.windows(2).all(|w| w[0] < w[1])

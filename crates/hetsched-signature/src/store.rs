@@ -13,7 +13,7 @@
 //! Every read is bounded: an entry larger than [`MAX_ENTRY_BYTES`] is refused unread, and an
 //! executable larger than [`MAX_EXECUTABLE_BYTES`] is not hashed.
 
-use hetsched_core::signature::read_bounded;
+use hetsched_core::input::read_bounded;
 use hetsched_core::{InputError, Signature};
 use sha2::{Digest, Sha256};
 use std::fs::File;
