@@ -4,6 +4,9 @@
 //! test says so and passes without checking anything. They run one at a time: emulation and
 //! pinning change what the others measure.
 
+mod live_common;
+
+use live_common::{is_root, mask_of, wait_until};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -15,11 +18,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 const HETSCHED: &str = env!("CARGO_BIN_EXE_hetsched");
 const WORK: &str = env!("CARGO_BIN_EXE_hetsched-work");
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// A scratch directory: the state directory and the test's files; threads to kill when the test
 /// ends, however it ends.
@@ -154,28 +152,9 @@ fn online_cpus() -> Vec<u32> {
     v
 }
 
-/// A thread's affinity as the kernel reports it (`Cpus_allowed_list`), or `None` when gone.
-fn mask_of(tid: u32) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .map(|s| s.trim().to_string())
-}
-
 fn all_cpus_list() -> String {
     let v = online_cpus();
     format!("{}-{}", v[0], v[v.len() - 1])
-}
-
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let t = Instant::now();
-    while t.elapsed() < limit {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    false
 }
 
 /// Thread ids written by `hetsched-work --tid-file`, once `n` are there.

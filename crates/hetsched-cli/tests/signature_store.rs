@@ -6,6 +6,9 @@
 //! The two programs are copies of `hetsched-work` at two paths: the store keys an executable by
 //! its path and content, so each copy has an entry of its own.
 
+mod live_common;
+
+use live_common::{is_root, mask_of, wait_until};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -227,30 +230,6 @@ fn recorded_signatures_drive_hass_in_the_simulator() {
     eprintln!("stream signature first: fast shares {stream_fast:.3} (stream), {int_fast:.3} (int)");
     assert!(int_fast > 0.9, "{swapped}");
     assert!(stream_fast < 0.5, "{swapped}");
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// A thread's affinity as the kernel reports it, or `None` when gone.
-fn mask_of(tid: u32) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .map(|s| s.trim().to_string())
-}
-
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let t = Instant::now();
-    while t.elapsed() < limit {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    false
 }
 
 fn first_tid(file: &Path) -> u32 {

@@ -575,19 +575,20 @@ fn stored_signatures_reach_new_threads_at_start_and_a_process_that_execs_through
         ));
         e
     };
-    // Nothing recorded for this test binary yet: its threads start without a signature.
-    let first = Sleepers::new(2);
-    let mut e = new_engine();
-    add_all(&mut e, &first);
-    assert_eq!(
+    // What the policy heard at each thread's start: its signature's first value, if any.
+    let started = || {
         starts
             .lock()
             .unwrap()
             .iter()
             .map(|s| s.1)
-            .collect::<Vec<_>>(),
-        vec![None, None]
-    );
+            .collect::<Vec<_>>()
+    };
+    // Nothing recorded for this test binary yet: its threads start without a signature.
+    let first = Sleepers::new(2);
+    let mut e = new_engine();
+    add_all(&mut e, &first);
+    assert_eq!(started(), vec![None, None]);
     // The program is recorded, then the process "execs" (this test process stands in for one
     // whose new program has an entry): each managed thread gets the signature as a hint.
     let key = ExecutableKey::of_path(&std::env::current_exe().unwrap()).unwrap();
@@ -614,15 +615,7 @@ fn stored_signatures_reach_new_threads_at_start_and_a_process_that_execs_through
     hints.lock().unwrap().clear();
     let mut e2 = new_engine();
     add_all(&mut e2, &first);
-    assert_eq!(
-        starts
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|s| s.1)
-            .collect::<Vec<_>>(),
-        vec![Some(42.0), Some(42.0)]
-    );
+    assert_eq!(started(), vec![Some(42.0), Some(42.0)]);
     assert!(hints.lock().unwrap().is_empty());
     // One lookup for the process, not one per thread.
     assert_eq!(e2.stored_counts().unwrap().lookups, 1);
