@@ -59,6 +59,7 @@
 //! ends.
 
 pub mod numa;
+mod order;
 
 pub use numa::NumaMode;
 
@@ -68,8 +69,9 @@ use crate::observe::{ThreadState, View};
 use crate::policy::{Placement, Policy};
 use crate::topology::{Topology, AMPS_SCALING_FACTOR};
 use numa::AllocationPhase;
+use order::{CoreKey, CoreOrder};
 use std::cmp::Reverse;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 /// The policy's name, as users pass it and as the registry lists it.
 pub const NAME: &str = "amps";
@@ -202,11 +204,6 @@ impl Machine {
         }
     }
 }
-
-/// Order key of a core: scaled load ascending, then power descending (at equal load the slower
-/// core counts as more loaded), then id. The first key is the best destination, the last the
-/// busiest source.
-type CoreKey = (u64, Reverse<u64>, u32);
 
 /// The AMPS policy.
 #[derive(Clone, Debug, Default)]
@@ -385,50 +382,76 @@ impl Scratch {
 
 /// The cores ordered for a periodic balance, kept up to date move by move: by key
 /// ([`CoreKey`]) all of them, and those of each LLC and of each node, so that the nearest
-/// destinations are read in order instead of sorted for every source; and by the scaled load each
-/// would have with one more thread ([`after_key`]), whose least bounds which sources can shed. A
-/// new-idle balance keeps none (`Default`).
+/// destinations are read in order instead of sorted for every source; and the scaled loads the
+/// cores would have with one more thread (how many cores would have each), whose least bounds
+/// which sources can shed. A new-idle balance keeps none (`Default`).
 #[derive(Debug, Default)]
 struct Orders {
-    /// Whether the sets are kept.
+    /// Whether the orders are kept.
     kept: bool,
-    all: BTreeSet<CoreKey>,
+    all: CoreOrder,
+    /// The cores not yet found unable to shed a thread in this balance (`Scratch::failed`).
+    sources: CoreOrder,
     /// Per LLC and per node.
-    llc: Vec<BTreeSet<CoreKey>>,
-    node: Vec<BTreeSet<CoreKey>>,
-    after: BTreeSet<(u64, u32)>,
+    llc: Vec<CoreOrder>,
+    node: Vec<CoreOrder>,
+    after: BTreeMap<u64, u32>,
 }
 
 impl Orders {
-    /// Every core's keys. (A set collected from an iterator is sorted once and built in bulk, far
-    /// cheaper than inserting key by key.)
+    /// Every core's keys.
     fn new(machine: &Machine, sc: &Scratch) -> Self {
         let power = &machine.power[..];
+        let n = power.len();
         let key = |c: &u32| sc.key(power, *c as usize);
+        let mut after = BTreeMap::new();
+        for c in 0..n {
+            *after.entry(after_key(&sc.runnable, power, c)).or_insert(0) += 1;
+        }
         Orders {
             kept: true,
-            all: (0..power.len()).map(|c| sc.key(power, c)).collect(),
+            all: CoreOrder::of(n, (0..n).map(|c| sc.key(power, c))),
+            sources: CoreOrder::of(n, (0..n).map(|c| sc.key(power, c))),
             llc: (machine.llc_cores.iter())
-                .map(|m| m.iter().map(key).collect())
+                .map(|m| CoreOrder::of(n, m.iter().map(key)))
                 .collect(),
             node: (machine.node_cores.iter())
-                .map(|m| m.iter().map(key).collect())
+                .map(|m| CoreOrder::of(n, m.iter().map(key)))
                 .collect(),
-            after: (0..power.len())
-                .map(|c| after_key(&sc.runnable, power, c))
-                .collect(),
+            after,
         }
     }
 
-    /// The key sets core `c` belongs to.
+    /// The least scaled load a core would have with one more thread.
+    fn min_after(&self) -> f64 {
+        self.after
+            .keys()
+            .next()
+            .map_or(f64::MAX, |&a| f64::from_bits(a))
+    }
+
+    /// The orders core `c` belongs to.
     fn sets_of(
         &mut self,
         machine: &Machine,
+        sc: &Scratch,
         c: usize,
-    ) -> impl Iterator<Item = &mut BTreeSet<CoreKey>> {
+    ) -> impl Iterator<Item = &mut CoreOrder> {
         let llc = machine.llc[c].and_then(|l| self.llc.get_mut(l.index()));
         let node = self.node.get_mut(machine.node[c].index());
-        std::iter::once(&mut self.all).chain(llc).chain(node)
+        let source = (!sc.failed[c]).then_some(&mut self.sources);
+        std::iter::once(&mut self.all)
+            .chain(source)
+            .chain(llc)
+            .chain(node)
+    }
+
+    /// Core `c` cannot shed a thread for the rest of this balance.
+    fn fail(&mut self, machine: &Machine, sc: &mut Scratch, c: usize) {
+        if !sc.failed[c] {
+            sc.failed[c] = true;
+            self.sources.remove(sc.key(&machine.power, c));
+        }
     }
 
     /// Take core `c`'s keys out, before its run-queue length changes.
@@ -437,11 +460,16 @@ impl Orders {
             return;
         }
         let k = sc.key(&machine.power, c);
-        for set in self.sets_of(machine, c) {
-            set.remove(&k);
+        for set in self.sets_of(machine, sc, c) {
+            set.remove(k);
         }
-        self.after
-            .remove(&after_key(&sc.runnable, &machine.power, c));
+        let a = after_key(&sc.runnable, &machine.power, c);
+        if let Some(count) = self.after.get_mut(&a) {
+            *count -= 1;
+            if *count == 0 {
+                self.after.remove(&a);
+            }
+        }
     }
 
     /// Put core `c`'s keys back, after its run-queue length changed.
@@ -450,11 +478,13 @@ impl Orders {
             return;
         }
         let k = sc.key(&machine.power, c);
-        for set in self.sets_of(machine, c) {
+        for set in self.sets_of(machine, sc, c) {
             set.insert(k);
         }
-        self.after
-            .insert(after_key(&sc.runnable, &machine.power, c));
+        *self
+            .after
+            .entry(after_key(&sc.runnable, &machine.power, c))
+            .or_insert(0) += 1;
     }
 }
 
@@ -615,19 +645,14 @@ impl Amps {
             // Periodic balance: the busiest source (the slower on ties) gives a thread to the
             // nearest core the move improves, the least loaded (then faster) among equally near.
             // No source at or below the least load any core would have after a move can shed.
-            let min_after = order
-                .after
-                .first()
-                .map_or(f64::MAX, |&(a, _)| f64::from_bits(a));
+            let min_after = order.min_after();
             let mut decision = None;
-            for &(lk, _, sk) in order.all.iter().rev() {
+            let mut failed = Vec::new();
+            for (lk, _, sk) in order.sources.iter_rev() {
                 let s = sk as usize;
                 let load = f64::from_bits(lk);
                 if !improves(min_after, load) {
                     break;
-                }
-                if sc.failed[s] {
-                    continue;
                 }
                 // Nearest class first; within a class the order set's ascending keys are the least
                 // loaded (then faster) cores, so the first that takes the thread is the one.
@@ -655,11 +680,11 @@ impl Amps {
                         .map(|m| (dst, m))
                 };
                 // Within the LLC, then the node, then the whole machine, each in ascending key.
-                let nearby = |members: &BTreeSet<CoreKey>, near: u8| {
+                let nearby = |members: &CoreOrder, near: u8| {
                     members
                         .iter()
                         .take_while(|k| improves(f64::from_bits(k.0), load))
-                        .find_map(|&k| try_dest(k.2 as usize, near))
+                        .find_map(|k| try_dest(k.2 as usize, near))
                 };
                 let found = machine.llc[s]
                     .and_then(|l| nearby(&order.llc[l.index()], 0))
@@ -671,15 +696,18 @@ impl Amps {
                             .all
                             .iter()
                             .take_while(|k| improves(f64::from_bits(k.0) * NODE_IMBALANCE, load))
-                            .find_map(|&k| try_dest(k.2 as usize, ACROSS_NODES))
+                            .find_map(|k| try_dest(k.2 as usize, ACROSS_NODES))
                     });
                 match found {
                     Some((dst, m)) => {
                         decision = Some((s, dst, m));
                         break;
                     }
-                    None => sc.failed[s] = true,
+                    None => failed.push(s),
                 }
+            }
+            for s in failed {
+                order.fail(machine, sc, s);
             }
             let Some((s, dst, (t, was_running))) = decision else {
                 break;
@@ -724,9 +752,9 @@ fn may_move(machine: &Machine, view: &View<'_>) -> bool {
     improves(min_after, busiest)
 }
 
-/// Order key of a core by the scaled load it would have with one more thread.
-fn after_key(runnable: &[u32], power: &[f64], c: usize) -> (u64, u32) {
-    (scaled_load(runnable[c] + 1, power[c]).to_bits(), c as u32)
+/// The scaled load core `c` would have with one more thread, as an order key.
+fn after_key(runnable: &[u32], power: &[f64], c: usize) -> u64 {
+    scaled_load(runnable[c] + 1, power[c]).to_bits()
 }
 
 /// A move to a core whose new scaled load is `after` improves a source of scaled load `load`
