@@ -69,7 +69,7 @@ use crate::observe::{ThreadState, View};
 use crate::policy::{Placement, Policy};
 use crate::topology::{Topology, AMPS_SCALING_FACTOR};
 use numa::AllocationPhase;
-use order::{CoreKey, CoreOrder};
+use order::{Bucketwise, CoreKey, CoreOrder, Keys};
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
@@ -389,6 +389,8 @@ impl Scratch {
 struct Orders {
     /// Whether the orders are kept.
     kept: bool,
+    /// The keys of the orders' buckets.
+    keys: Keys,
     all: CoreOrder,
     /// The cores not yet found unable to shed a thread in this balance (`Scratch::failed`).
     sources: CoreOrder,
@@ -403,23 +405,24 @@ impl Orders {
     fn new(machine: &Machine, sc: &Scratch) -> Self {
         let power = &machine.power[..];
         let n = power.len();
-        let key = |c: &u32| sc.key(power, *c as usize);
-        let mut after = BTreeMap::new();
-        for c in 0..n {
-            *after.entry(after_key(&sc.runnable, power, c)).or_insert(0) += 1;
-        }
-        Orders {
+        let whole = || CoreOrder::new(0, n.saturating_sub(1) as u32);
+        let of = |members: &Vec<u32>| {
+            let lo = members.iter().copied().min().unwrap_or(0);
+            CoreOrder::new(lo, members.iter().copied().max().unwrap_or(lo))
+        };
+        let mut order = Orders {
             kept: true,
-            all: CoreOrder::of(n, (0..n).map(|c| sc.key(power, c))),
-            sources: CoreOrder::of(n, (0..n).map(|c| sc.key(power, c))),
-            llc: (machine.llc_cores.iter())
-                .map(|m| CoreOrder::of(n, m.iter().map(key)))
-                .collect(),
-            node: (machine.node_cores.iter())
-                .map(|m| CoreOrder::of(n, m.iter().map(key)))
-                .collect(),
-            after,
+            keys: Keys::default(),
+            all: whole(),
+            sources: whole(),
+            llc: machine.llc_cores.iter().map(of).collect(),
+            node: machine.node_cores.iter().map(of).collect(),
+            after: BTreeMap::new(),
+        };
+        for c in 0..n {
+            order.put(machine, sc, c);
         }
+        order
     }
 
     /// The least scaled load a core would have with one more thread.
@@ -450,7 +453,8 @@ impl Orders {
     fn fail(&mut self, machine: &Machine, sc: &mut Scratch, c: usize) {
         if !sc.failed[c] {
             sc.failed[c] = true;
-            self.sources.remove(sc.key(&machine.power, c));
+            let b = self.keys.id(sc.key(&machine.power, c));
+            self.sources.remove(b, c as u32);
         }
     }
 
@@ -459,9 +463,9 @@ impl Orders {
         if !self.kept {
             return;
         }
-        let k = sc.key(&machine.power, c);
+        let b = self.keys.id(sc.key(&machine.power, c));
         for set in self.sets_of(machine, sc, c) {
-            set.remove(k);
+            set.remove(b, c as u32);
         }
         let a = after_key(&sc.runnable, &machine.power, c);
         if let Some(count) = self.after.get_mut(&a) {
@@ -477,9 +481,9 @@ impl Orders {
         if !self.kept {
             return;
         }
-        let k = sc.key(&machine.power, c);
+        let b = self.keys.id(sc.key(&machine.power, c));
         for set in self.sets_of(machine, sc, c) {
-            set.insert(k);
+            set.insert(b, c as u32);
         }
         *self
             .after
@@ -648,7 +652,7 @@ impl Amps {
             let min_after = order.min_after();
             let mut decision = None;
             let mut failed = Vec::new();
-            for (lk, _, sk) in order.sources.iter_rev() {
+            for (lk, _, sk) in order.sources.iter_rev(&order.keys) {
                 let s = sk as usize;
                 let load = f64::from_bits(lk);
                 if !improves(min_after, load) {
@@ -679,25 +683,44 @@ impl Amps {
                     sc.movable(view, machine.numa, &self.alloc, s, dst)
                         .map(|m| (dst, m))
                 };
+                // A bucket of destinations (one load and power) is read only if its cores would
+                // pass `try_dest`'s load test: they all have the same load after the move. Past
+                // the first bucket too loaded now to improve, none can (loads ascend, and a
+                // core's load after a move exceeds its load now); across nodes that bound is
+                // the node domain's threshold.
+                let bucket = |near: u8| {
+                    move |load_d: f64, power_d: f64| {
+                        let bound = if near == ACROSS_NODES {
+                            load_d * NODE_IMBALANCE
+                        } else {
+                            load_d
+                        };
+                        if !improves(bound, load) {
+                            return Bucketwise::Stop;
+                        }
+                        let n_d = (load_d * power_d).round() as u32;
+                        let after = scaled_load(n_d + 1, power_d);
+                        let needed = if near == ACROSS_NODES {
+                            after.max(load_d * NODE_IMBALANCE)
+                        } else {
+                            after
+                        };
+                        if improves(needed, load) {
+                            Bucketwise::Look
+                        } else {
+                            Bucketwise::Skip
+                        }
+                    }
+                };
                 // Within the LLC, then the node, then the whole machine, each in ascending key.
                 let nearby = |members: &CoreOrder, near: u8| {
                     members
-                        .iter()
-                        .take_while(|k| improves(f64::from_bits(k.0), load))
-                        .find_map(|k| try_dest(k.2 as usize, near))
+                        .find_ascending(&order.keys, bucket(near), |d| try_dest(d as usize, near))
                 };
                 let found = machine.llc[s]
                     .and_then(|l| nearby(&order.llc[l.index()], 0))
                     .or_else(|| nearby(&order.node[machine.node[s].index()], 1))
-                    .or_else(|| {
-                        // Loads ascend and a core's load after a move exceeds its load now, so
-                        // past the first core too loaded to improve, none can.
-                        order
-                            .all
-                            .iter()
-                            .take_while(|k| improves(f64::from_bits(k.0) * NODE_IMBALANCE, load))
-                            .find_map(|k| try_dest(k.2 as usize, ACROSS_NODES))
-                    });
+                    .or_else(|| nearby(&order.all, ACROSS_NODES));
                 match found {
                     Some((dst, m)) => {
                         decision = Some((s, dst, m));

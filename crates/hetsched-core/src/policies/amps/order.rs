@@ -2,10 +2,12 @@
 //!
 //! A core's key is its scaled load, then its power (descending), then its id ([`CoreKey`]). Loads
 //! and powers take few distinct values: a load is a run-queue length over one of the machine's
-//! few powers. So the cores are kept in buckets, one a distinct (load, power), in an ordered map,
-//! each bucket a bitset of core ids read in id order. Moving a core between keys is two lookups
-//! in a map of a few dozen buckets and two bit flips, where a set of all the keys spends two
-//! tree operations over every core. The order read out is the same as that set's.
+//! few powers. So the cores are kept in buckets, one a distinct (load, power), each a bitset of
+//! core ids read in id order; the keys are numbered once for all the orders of a balance
+//! ([`Keys`]), which read their buckets in key order. Moving a core between keys is a lookup in a
+//! map of a few dozen keys and two bit flips in each order the core is in, where a set of all the
+//! keys spent two tree operations over every core per order. The order read out is the same as
+//! that set's.
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -15,86 +17,155 @@ use std::collections::BTreeMap;
 /// busiest source.
 pub(super) type CoreKey = (u64, Reverse<u64>, u32);
 
+/// What a search makes of a bucket of cores, from its load and power alone.
+pub(super) enum Bucketwise {
+    /// Read its cores.
+    Look,
+    /// None of its cores will do; go on to the next bucket.
+    Skip,
+    /// Neither its cores nor any after them will do.
+    Stop,
+}
+
+/// A distinct (load, power) of the cores, numbered in order of first use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct BucketId(u32);
+
+/// The distinct (load, power) keys met in one balance, shared by all its orders: a key is looked
+/// up once per change of a core, however many orders the core is in.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Keys {
+    ids: BTreeMap<(u64, Reverse<u64>), BucketId>,
+    keys: Vec<(u64, Reverse<u64>)>,
+    /// Every id, in key order.
+    sorted: Vec<BucketId>,
+}
+
+impl Keys {
+    /// The id of (`load`, `power`), numbered now if new.
+    pub(super) fn id(&mut self, (load, power, _): CoreKey) -> BucketId {
+        if let Some(&b) = self.ids.get(&(load, power)) {
+            return b;
+        }
+        let b = BucketId(self.keys.len() as u32);
+        self.keys.push((load, power));
+        self.ids.insert((load, power), b);
+        let at = self
+            .sorted
+            .partition_point(|x| self.keys[x.0 as usize] < (load, power));
+        self.sorted.insert(at, b);
+        b
+    }
+}
+
 /// The cores of one (load, power): a bitset of ids and how many are set.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 struct Bucket {
     len: u32,
     words: Vec<u64>,
 }
 
-/// Cores in [`CoreKey`] order.
+/// Cores in [`CoreKey`] order, their keys numbered by a [`Keys`].
 #[derive(Clone, Debug, Default)]
 pub(super) struct CoreOrder {
-    /// Bitset words a bucket needs for the largest id.
+    /// The first bitset word a bucket holds (of the lowest id the order may hold) and how many
+    /// (to the highest): an LLC's or a node's order spans its own cores' ids, not the machine's.
+    base: usize,
     words: usize,
-    /// Buckets by (load, power); an emptied bucket stays, so that a key that comes back costs no
-    /// allocation.
-    buckets: BTreeMap<(u64, Reverse<u64>), Bucket>,
+    /// By bucket id; an emptied bucket stays, so that a key that comes back costs no allocation.
+    buckets: Vec<Bucket>,
 }
 
 impl CoreOrder {
-    /// An empty order for core ids below `cores`.
-    pub(super) fn new(cores: usize) -> Self {
+    /// An empty order for the core ids in `lo..=hi`.
+    pub(super) fn new(lo: u32, hi: u32) -> Self {
+        let base = lo as usize / 64;
         CoreOrder {
-            words: cores.div_ceil(64).max(1),
-            buckets: BTreeMap::new(),
+            base,
+            words: (hi as usize / 64 + 1).saturating_sub(base).max(1),
+            buckets: Vec::new(),
         }
     }
 
-    /// An order of `keys`, ids below `cores`.
-    pub(super) fn of(cores: usize, keys: impl IntoIterator<Item = CoreKey>) -> Self {
-        let mut order = Self::new(cores);
-        for k in keys {
-            order.insert(k);
+    pub(super) fn insert(&mut self, b: BucketId, id: u32) {
+        let b = b.0 as usize;
+        if self.buckets.len() <= b {
+            self.buckets.resize_with(b + 1, Bucket::default);
         }
-        order
-    }
-
-    pub(super) fn insert(&mut self, (load, power, id): CoreKey) {
-        let words = self.words;
-        let bucket = self.buckets.entry((load, power)).or_insert_with(|| Bucket {
-            len: 0,
-            words: vec![0; words],
-        });
-        let (w, bit) = (id as usize / 64, 1u64 << (id % 64));
+        let bucket = &mut self.buckets[b];
+        if bucket.words.is_empty() {
+            bucket.words = vec![0; self.words];
+        }
+        let (w, bit) = (id as usize / 64 - self.base, 1u64 << (id % 64));
         debug_assert_eq!(bucket.words[w] & bit, 0, "core {id} is in the order once");
         bucket.words[w] |= bit;
         bucket.len += 1;
     }
 
-    pub(super) fn remove(&mut self, (load, power, id): CoreKey) {
-        let Some(bucket) = self.buckets.get_mut(&(load, power)) else {
-            debug_assert!(false, "core {id} removed under a key it does not have");
+    pub(super) fn remove(&mut self, b: BucketId, id: u32) {
+        let (w, bit) = (id as usize / 64 - self.base, 1u64 << (id % 64));
+        let Some(bucket) = self.buckets.get_mut(b.0 as usize).filter(|k| k.len > 0) else {
+            debug_assert!(false, "core {id} removed from a bucket it is not in");
             return;
         };
-        let (w, bit) = (id as usize / 64, 1u64 << (id % 64));
         debug_assert_ne!(
             bucket.words[w] & bit,
             0,
-            "core {id} removed under a key it does not have"
+            "core {id} removed from a bucket it is not in"
         );
         bucket.words[w] &= !bit;
         bucket.len -= 1;
     }
 
+    /// The non-empty buckets in key order, with their keys.
+    fn buckets<'a>(
+        &'a self,
+        keys: &'a Keys,
+    ) -> impl DoubleEndedIterator<Item = ((u64, Reverse<u64>), &'a Bucket)> + 'a {
+        keys.sorted.iter().filter_map(|b| {
+            let bucket = self.buckets.get(b.0 as usize)?;
+            (bucket.len > 0).then(|| (keys.keys[b.0 as usize], bucket))
+        })
+    }
+
     /// The keys in ascending order.
-    pub(super) fn iter(&self) -> impl Iterator<Item = CoreKey> + '_ {
-        self.buckets
-            .iter()
-            .filter(|(_, b)| b.len > 0)
-            .flat_map(|(&(load, power), b)| {
-                ids_ascending(&b.words).map(move |id| (load, power, id))
-            })
+    #[cfg(test)]
+    pub(super) fn iter<'a>(&'a self, keys: &'a Keys) -> impl Iterator<Item = CoreKey> + 'a {
+        let first = 64 * self.base as u32;
+        self.buckets(keys).flat_map(move |((load, power), b)| {
+            ids_ascending(&b.words).map(move |id| (load, power, first + id))
+        })
+    }
+
+    /// The first of `core`'s answers over the cores in ascending key order, reading only the
+    /// buckets `bucket` (given a bucket's load and power) says to.
+    pub(super) fn find_ascending<T>(
+        &self,
+        keys: &Keys,
+        mut bucket: impl FnMut(f64, f64) -> Bucketwise,
+        mut core: impl FnMut(u32) -> Option<T>,
+    ) -> Option<T> {
+        let first = 64 * self.base as u32;
+        for ((load, Reverse(power)), b) in self.buckets(keys) {
+            match bucket(f64::from_bits(load), f64::from_bits(power)) {
+                Bucketwise::Stop => return None,
+                Bucketwise::Skip => continue,
+                Bucketwise::Look => {}
+            }
+            if let Some(found) = ids_ascending(&b.words).find_map(|id| core(first + id)) {
+                return Some(found);
+            }
+        }
+        None
     }
 
     /// The keys in descending order.
-    pub(super) fn iter_rev(&self) -> impl Iterator<Item = CoreKey> + '_ {
-        self.buckets
-            .iter()
+    pub(super) fn iter_rev<'a>(&'a self, keys: &'a Keys) -> impl Iterator<Item = CoreKey> + 'a {
+        let first = 64 * self.base as u32;
+        self.buckets(keys)
             .rev()
-            .filter(|(_, b)| b.len > 0)
-            .flat_map(|(&(load, power), b)| {
-                ids_descending(&b.words).map(move |id| (load, power, id))
+            .flat_map(move |((load, power), b)| {
+                ids_descending(&b.words).map(move |id| (load, power, first + id))
             })
     }
 }
@@ -155,19 +226,23 @@ mod tests {
         let mut keys: Vec<CoreKey> = (0..cores as u32)
             .map(|id| key_of(next() % 5, id as u64 % 3, id))
             .collect();
-        let mut order = CoreOrder::of(cores, keys.iter().copied());
+        let mut ids = Keys::default();
+        let mut order = CoreOrder::new(0, cores as u32 - 1);
+        for &k in &keys {
+            order.insert(ids.id(k), k.2);
+        }
         let mut set: BTreeSet<CoreKey> = keys.iter().copied().collect();
         for _ in 0..5_000 {
             let id = (next() % cores as u64) as usize;
             let new = key_of(next() % 7, id as u64 % 3, id as u32);
-            order.remove(keys[id]);
+            order.remove(ids.id(keys[id]), id as u32);
             set.remove(&keys[id]);
-            order.insert(new);
+            order.insert(ids.id(new), id as u32);
             set.insert(new);
             keys[id] = new;
         }
-        assert!(order.iter().eq(set.iter().copied()));
-        assert!(order.iter_rev().eq(set.iter().rev().copied()));
-        assert_eq!(order.iter().count(), cores);
+        assert!(order.iter(&ids).eq(set.iter().copied()));
+        assert!(order.iter_rev(&ids).eq(set.iter().rev().copied()));
+        assert_eq!(order.iter(&ids).count(), cores);
     }
 }
