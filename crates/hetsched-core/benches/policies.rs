@@ -1,7 +1,7 @@
 //! Policy decision cost on 16,384 threads and 1,024 cores (scale-1024):
 //! - one AMPS rebalance from a state balanced by run-queue length (16 per core) that AMPS must
 //!   rebalance by power: the fast cores take more threads, so the balance makes thousands of
-//!   moves. Target: < 5 ms, small next to a balance interval;
+//!   moves. Target: < 1 ms, small next to the 4 ms balance interval;
 //! - one HASS rebalance in which every thread is due a refresh (the worst case: regular and, where
 //!   it keeps the thread, optimistic assignment for all 16,384).
 
