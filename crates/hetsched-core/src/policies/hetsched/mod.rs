@@ -249,6 +249,8 @@ struct Activity {
     seen: bool,
     cpu_ns: f64,
     until_ns: u64,
+    /// In `Hetsched::counts` now.
+    counted: bool,
 }
 
 /// Settings.
@@ -279,8 +281,11 @@ pub struct Hetsched {
     masked: Vec<ThreadObs>,
     /// Per thread: when it last used CPU.
     activity: Vec<Activity>,
-    /// Threads per process that compete for CPU, as of the last [`Hetsched::process_counts`].
+    /// Threads per process that compete for CPU, as of the last [`Hetsched::process_counts`]
+    /// and the threads started since ([`Hetsched::count_start`]).
     counts: ProcessCounts,
+    /// When `counts` was last counted in full.
+    counted_at: Option<u64>,
     /// Cores `numa-amp` calls fast ([`fast_side`]), and the others (learnt with the machine).
     sides: Option<(usize, usize)>,
     /// Pages that follow a swapped thread to its new node.
@@ -331,6 +336,7 @@ impl Hetsched {
             masked: Vec::new(),
             activity: Vec::new(),
             counts: ProcessCounts::default(),
+            counted_at: None,
             sides: None,
             page_moves: Vec::new(),
             notice: None,
@@ -485,6 +491,7 @@ impl Hetsched {
         let counts = &mut self.counts;
         counts.clear(view.threads.len());
         for (t, a) in view.threads.iter().zip(self.activity.iter_mut()) {
+            a.counted = false;
             if t.state == ThreadState::Exited {
                 continue;
             }
@@ -497,8 +504,42 @@ impl Hetsched {
             let runs = matches!(t.state, ThreadState::Running | ThreadState::Runnable);
             if runs || view.now_ns < a.until_ns {
                 counts.add(t.app);
+                a.counted = true;
             }
         }
+        self.counted_at = Some(view.now_ns);
+    }
+
+    /// The counts for a thread's start: counted in full if the last full count is a balance
+    /// period old or more; otherwise that count plus the starting thread (new, it competes for
+    /// [`ACTIVE_WINDOW_NS`]). A count in full at every start was O(threads²) while a program's
+    /// threads started: 20% of a 16,384-thread run. Between two balances, 4 ms apart, a count
+    /// can only miss threads that exited or stopped competing since, which the balance's own
+    /// count then drops.
+    fn count_start(&mut self, view: &View<'_>, thread: ThreadId) {
+        let fresh = self
+            .counted_at
+            .is_some_and(|at| view.now_ns < at.saturating_add(AMPS_BALANCE_PERIOD_NS));
+        if !fresh {
+            self.process_counts(view);
+            return;
+        }
+        if self.activity.len() < view.threads.len() {
+            self.activity
+                .resize(view.threads.len(), Activity::default());
+        }
+        let t = view.thread(thread);
+        let Some(a) = self.activity.get_mut(thread.index()) else {
+            return;
+        };
+        if a.counted || t.state == ThreadState::Exited {
+            return;
+        }
+        a.seen = true;
+        a.cpu_ns = t.counters.cpu_time_ns;
+        a.until_ns = view.now_ns + ACTIVE_WINDOW_NS;
+        a.counted = true;
+        self.counts.add(t.app);
     }
 
     /// Give every live thread the part its situation calls for; threads that change part are
@@ -599,10 +640,14 @@ impl Policy for Hetsched {
     fn on_thread_start(&mut self, view: &View<'_>, thread: ThreadId) -> Option<CpuSet> {
         let shape = self.learn(view.topology);
         if let Some(a) = self.activity.get_mut(thread.index()) {
-            *a = Activity::default();
+            // A thread already counted stays counted once.
+            *a = Activity {
+                counted: a.counted,
+                ..Activity::default()
+            };
         }
         self.benefit.start(thread);
-        self.process_counts(view);
+        self.count_start(view, thread);
         let competition = self.competition(view.topology);
         let t = view.thread(thread);
         let n = self.counts.get(t.app).max(1);

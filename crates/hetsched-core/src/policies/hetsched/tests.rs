@@ -467,3 +467,31 @@ fn a_thread_changes_part_when_its_process_does() {
     assert_eq!(p.part_of(c), None, "an exited thread has no part");
     assert_eq!(p.part_of(a), Some(Part::Amps));
 }
+
+/// Threads that start between two balances are added to the last count in full, which matches
+/// a count in full at that instant; a start a balance period later counts in full again (an
+/// exited thread leaves the count).
+#[test]
+fn starts_between_balances_add_to_the_last_count() {
+    let mut s = Bench::new("ding-4f12s");
+    let mut p = policy();
+    let ts: Vec<ThreadId> = (0..4).map(|i| s.start(&mut p, 0, i, COMPUTE)).collect();
+    assert_eq!(p.counts.get(AppId(0)), 4);
+    let cores = s.cores();
+    let v = crate::policies::fixture::view(&s.topo, &s.threads, &cores, s.now);
+    let mut full = policy();
+    full.process_counts(&v);
+    assert_eq!(full.counts.get(AppId(0)), 4);
+    // Within the balance period the count is the last one plus the starts.
+    s.threads[ts[3].index()].state = ThreadState::Exited;
+    s.now += AMPS_BALANCE_PERIOD_NS - 1;
+    s.start(&mut p, 1, 5, COMPUTE);
+    assert_eq!((p.counts.get(AppId(0)), p.counts.get(AppId(1))), (4, 1));
+    // A period after the count in full, the next start counts in full.
+    s.now += 1;
+    s.start(&mut p, 2, 6, COMPUTE);
+    assert_eq!(
+        (0..3).map(|a| p.counts.get(AppId(a))).collect::<Vec<_>>(),
+        vec![3, 1, 1]
+    );
+}
