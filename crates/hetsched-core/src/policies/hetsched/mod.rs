@@ -513,9 +513,9 @@ impl Hetsched {
     /// The counts for a thread's start: counted in full if the last full count is a balance
     /// period old or more; otherwise that count plus the starting thread (new, it competes for
     /// [`ACTIVE_WINDOW_NS`]). A count in full at every start was O(threads²) while a program's
-    /// threads started: 20% of a 16,384-thread run. Between two balances, 4 ms apart, a count
-    /// can only miss threads that exited or stopped competing since, which the balance's own
-    /// count then drops.
+    /// threads started: 20% of a 16,384-thread run. Between two balances, 4 ms apart, such a
+    /// count differs from a full one only by threads whose state changed since (exited, stopped
+    /// competing or competing again), which the next balance's full count takes in.
     fn count_start(&mut self, view: &View<'_>, thread: ThreadId) {
         let fresh = self
             .counted_at
