@@ -578,6 +578,8 @@ impl Amps {
         let max_moves = view.threads.len() + n;
         let mut moves = 0;
         let mut candidates: Vec<(u8, CoreKey)> = Vec::new();
+        // Sources a pass found unable to shed.
+        let mut failed: Vec<usize> = Vec::new();
         // Idle cores first (rule 6): each pulls a waiting thread, or a running one it would run
         // faster; on a new-idle call only the core that went idle.
         let mut idle: Vec<usize> = Vec::new();
@@ -651,43 +653,18 @@ impl Amps {
             // No source at or below the least load any core would have after a move can shed.
             let min_after = order.min_after();
             let mut decision = None;
-            let mut failed = Vec::new();
+            failed.clear();
             for (lk, _, sk) in order.sources.iter_rev(&order.keys) {
                 let s = sk as usize;
                 let load = f64::from_bits(lk);
                 if !improves(min_after, load) {
                     break;
                 }
-                // Nearest class first; within a class the order set's ascending keys are the least
-                // loaded (then faster) cores, so the first that takes the thread is the one.
-                let try_dest = |d: usize, near: u8| {
-                    if d == s
-                        || machine.distance(s, d) != near
-                        || !machine.keeps_throughput(&sc.runnable, s, d)
-                    {
-                        return None;
-                    }
-                    let after = scaled_load(sc.runnable[d] + 1, power[d]);
-                    // Across nodes the source must also exceed the destination's present load
-                    // by the node domain's threshold (`find_busiest_group` compares the busiest
-                    // group with the local group's load as it is, not after the pull).
-                    let needed = if near == ACROSS_NODES {
-                        after.max(scaled_load(sc.runnable[d], power[d]) * NODE_IMBALANCE)
-                    } else {
-                        after
-                    };
-                    if !improves(needed, load) {
-                        return None;
-                    }
-                    let dst = CoreId(d as u32);
-                    sc.movable(view, machine.numa, &self.alloc, s, dst)
-                        .map(|m| (dst, m))
-                };
-                // A bucket of destinations (one load and power) is read only if its cores would
-                // pass `try_dest`'s load test: they all have the same load after the move. Past
-                // the first bucket too loaded now to improve, none can (loads ascend, and a
-                // core's load after a move exceeds its load now); across nodes that bound is
-                // the node domain's threshold.
+                // The load test goes by bucket of destinations (one load and power: all its
+                // cores have the same load after the move), the other tests core by core in
+                // `try_dest`. Past the first bucket too loaded now to improve, none can (loads
+                // ascend, and a core's load after a move exceeds its load now); across nodes that
+                // bound is the node domain's threshold.
                 let bucket = |near: u8| {
                     move |load_d: f64, power_d: f64| {
                         let bound = if near == ACROSS_NODES {
@@ -698,8 +675,13 @@ impl Amps {
                         if !improves(bound, load) {
                             return Bucketwise::Stop;
                         }
+                        // The run-queue length the load stands for (load × power is within an
+                        // ulp of it).
                         let n_d = (load_d * power_d).round() as u32;
                         let after = scaled_load(n_d + 1, power_d);
+                        // Across nodes the source must also exceed the destination's present
+                        // load by the node domain's threshold (`find_busiest_group` compares the
+                        // busiest group with the local group's load as it is, not after the pull).
                         let needed = if near == ACROSS_NODES {
                             after.max(load_d * NODE_IMBALANCE)
                         } else {
@@ -711,6 +693,19 @@ impl Amps {
                             Bucketwise::Skip
                         }
                     }
+                };
+                // Within a bucket that passed, the order's ascending keys are the least loaded
+                // (then faster) cores, so the first that takes the thread is the one.
+                let try_dest = |d: usize, near: u8| {
+                    if d == s
+                        || machine.distance(s, d) != near
+                        || !machine.keeps_throughput(&sc.runnable, s, d)
+                    {
+                        return None;
+                    }
+                    let dst = CoreId(d as u32);
+                    sc.movable(view, machine.numa, &self.alloc, s, dst)
+                        .map(|m| (dst, m))
                 };
                 // Within the LLC, then the node, then the whole machine, each in ascending key.
                 let nearby = |members: &CoreOrder, near: u8| {
@@ -729,7 +724,7 @@ impl Amps {
                     None => failed.push(s),
                 }
             }
-            for s in failed {
+            for &s in &failed {
                 order.fail(machine, sc, s);
             }
             let Some((s, dst, (t, was_running))) = decision else {

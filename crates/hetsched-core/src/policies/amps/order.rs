@@ -32,29 +32,18 @@ pub(super) enum Bucketwise {
 pub(super) struct BucketId(u32);
 
 /// The distinct (load, power) keys met in one balance, shared by all its orders: a key is looked
-/// up once per change of a core, however many orders the core is in.
+/// up once per change of a core, however many orders the core is in. The map reads out in key
+/// order, which is the order the orders read their buckets in.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Keys {
     ids: BTreeMap<(u64, Reverse<u64>), BucketId>,
-    keys: Vec<(u64, Reverse<u64>)>,
-    /// Every id, in key order.
-    sorted: Vec<BucketId>,
 }
 
 impl Keys {
     /// The id of (`load`, `power`), numbered now if new.
     pub(super) fn id(&mut self, (load, power, _): CoreKey) -> BucketId {
-        if let Some(&b) = self.ids.get(&(load, power)) {
-            return b;
-        }
-        let b = BucketId(self.keys.len() as u32);
-        self.keys.push((load, power));
-        self.ids.insert((load, power), b);
-        let at = self
-            .sorted
-            .partition_point(|x| self.keys[x.0 as usize] < (load, power));
-        self.sorted.insert(at, b);
-        b
+        let next = BucketId(self.ids.len() as u32);
+        *self.ids.entry((load, power)).or_insert(next)
     }
 }
 
@@ -122,9 +111,9 @@ impl CoreOrder {
         &'a self,
         keys: &'a Keys,
     ) -> impl DoubleEndedIterator<Item = ((u64, Reverse<u64>), &'a Bucket)> + 'a {
-        keys.sorted.iter().filter_map(|b| {
+        keys.ids.iter().filter_map(|(&key, b)| {
             let bucket = self.buckets.get(b.0 as usize)?;
-            (bucket.len > 0).then(|| (keys.keys[b.0 as usize], bucket))
+            (bucket.len > 0).then_some((key, bucket))
         })
     }
 

@@ -484,10 +484,7 @@ impl Hetsched {
     /// thread that only waits for its workers to finish, or a runtime's idle helper, does not make
     /// a single-threaded computation multi-threaded.
     fn process_counts(&mut self, view: &View<'_>) {
-        if self.activity.len() < view.threads.len() {
-            self.activity
-                .resize(view.threads.len(), Activity::default());
-        }
+        self.activity_for(view.threads.len());
         let counts = &mut self.counts;
         counts.clear(view.threads.len());
         for (t, a) in view.threads.iter().zip(self.activity.iter_mut()) {
@@ -510,6 +507,13 @@ impl Hetsched {
         self.counted_at = Some(view.now_ns);
     }
 
+    /// Room in `activity` for `threads` threads.
+    fn activity_for(&mut self, threads: usize) {
+        if self.activity.len() < threads {
+            self.activity.resize(threads, Activity::default());
+        }
+    }
+
     /// The counts for a thread's start: counted in full if the last full count is a balance
     /// period old or more; otherwise that count plus the starting thread (new, it competes for
     /// [`ACTIVE_WINDOW_NS`]). A count in full at every start was O(threads²) while a program's
@@ -524,10 +528,7 @@ impl Hetsched {
             self.process_counts(view);
             return;
         }
-        if self.activity.len() < view.threads.len() {
-            self.activity
-                .resize(view.threads.len(), Activity::default());
-        }
+        self.activity_for(view.threads.len());
         let t = view.thread(thread);
         let Some(a) = self.activity.get_mut(thread.index()) else {
             return;
