@@ -56,6 +56,7 @@ fn bench(c: &mut Criterion) {
         topology: &topo,
         threads: &threads,
         cores: &cores,
+        run_queues: None,
     };
     let mut amps = Amps::new(AmpsConfig::default());
     let mut out = Vec::new();
@@ -120,6 +121,7 @@ fn bench_hetsched(c: &mut Criterion) {
             topology: &topo,
             threads: &threads,
             cores: &cores,
+            run_queues: None,
         };
         out.clear();
         p.rebalance(&view, out);
@@ -156,6 +158,7 @@ fn bench_hass(c: &mut Criterion) {
             topology: &topo,
             threads: &threads,
             cores: &cores,
+            run_queues: None,
         };
         let set = hass.on_thread_start(&view, id).unwrap();
         threads[i].cpu = set.first();
@@ -179,6 +182,7 @@ fn bench_hass(c: &mut Criterion) {
                     topology: &topo,
                     threads: &ts,
                     cores: &cores,
+                    run_queues: None,
                 };
                 hass.rebalance(&view, &mut out);
                 out.len()

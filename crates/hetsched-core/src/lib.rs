@@ -9,6 +9,7 @@ pub mod machine_file;
 pub mod observe;
 pub mod policies;
 pub mod policy;
+pub mod prefetch;
 pub mod presets;
 pub mod rng;
 pub mod shapes;

@@ -186,6 +186,15 @@ impl CoreObs {
     }
 }
 
+/// The threads waiting in each core's run queue, from a backend that keeps run queues (the
+/// simulator): a policy that wants them per core then reads a few per core instead of passing
+/// over every thread.
+pub trait RunQueues {
+    /// Calls `f` with every thread waiting (runnable, not running) on `core`, in no particular
+    /// order: exactly the threads whose state is [`ThreadState::Runnable`] and whose CPU is `core`.
+    fn for_each_waiting(&self, core: CoreId, f: &mut dyn FnMut(ThreadId));
+}
+
 /// A read-only snapshot of the system for a policy decision.
 #[derive(Clone, Copy)]
 pub struct View<'a> {
@@ -196,6 +205,10 @@ pub struct View<'a> {
     pub threads: &'a [ThreadObs],
     /// Every core, indexed by `CoreId`.
     pub cores: &'a [CoreObs],
+    /// The waiting threads per core, when the backend keeps them; `None`: find them in `threads`.
+    /// A view whose `threads` differ from the backend's (a part of a combined policy sees the
+    /// other parts' threads as exited) has `None`.
+    pub run_queues: Option<&'a dyn RunQueues>,
 }
 
 impl<'a> View<'a> {

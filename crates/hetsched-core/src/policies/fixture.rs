@@ -15,5 +15,6 @@ pub(crate) fn view<'a>(
         topology: topo,
         threads,
         cores,
+        run_queues: None,
     }
 }

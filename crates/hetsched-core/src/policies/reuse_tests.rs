@@ -121,6 +121,7 @@ impl Driver {
             topology: &self.topo,
             threads: &self.threads,
             cores: &cores,
+            run_queues: None,
         };
         let mut out = Vec::new();
         let r = f(self.policy.as_mut(), &view, &mut out);

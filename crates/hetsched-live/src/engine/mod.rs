@@ -608,6 +608,7 @@ impl Engine {
             topology: &self.topology,
             threads: &self.obs,
             cores: &self.cores,
+            run_queues: None,
         };
         let pending = &mut self.pending;
         let r = catch_unwind(AssertUnwindSafe(|| f(policy.as_mut(), &view, pending)));

@@ -38,6 +38,12 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
         let j = rng.below(i + 1);
         order.swap(i, j);
     }
+    // Only waiting threads move, and only those allowed elsewhere: with every waiting thread
+    // pinned to its core (a policy that places each thread), every destination would fail. The
+    // shuffle above still draws, so the seeded tie-breaks that follow are those of a full pass.
+    if port.view().waiting_may_move == 0 {
+        return;
+    }
     let mut failed = vec![false; n];
     let mut failures = 0;
     let mut moves = 0;

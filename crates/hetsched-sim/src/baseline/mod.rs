@@ -34,6 +34,9 @@ pub struct RunQueueView<'a> {
     pub idle: &'a CpuSet,
     /// Cores with a waiting thread.
     pub queued: &'a CpuSet,
+    /// Waiting threads allowed on two cores or more: with none, no balance can move a waiting
+    /// thread.
+    pub waiting_may_move: u32,
 }
 
 impl<'a> RunQueueView<'a> {

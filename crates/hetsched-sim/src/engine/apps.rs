@@ -67,6 +67,7 @@ impl<'a> Simulation<'a> {
                 );
                 obs.data_fragment = group.phases[0].data_fragment.map(|d| d as u64);
                 obs.signature = Some(group.signature.clone());
+                self.may_move.push(obs.allowed.len() >= 2);
                 self.obs.push(obs);
                 self.apps[app_idx].live += 1;
                 // The policy may restrict the thread before it first runs.
@@ -76,7 +77,7 @@ impl<'a> Simulation<'a> {
                     if allowed.is_empty() {
                         self.rejected_placements += 1;
                     } else {
-                        self.obs[id].allowed = allowed;
+                        self.set_allowed(id, allowed);
                     }
                 }
                 let core = self.place_new(id);

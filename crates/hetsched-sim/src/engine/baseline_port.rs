@@ -16,6 +16,7 @@ impl<'a> Simulation<'a> {
             queues: &self.queues,
             idle: &self.idle,
             queued: &self.queued,
+            waiting_may_move: self.waiting_may_move,
         }
     }
 

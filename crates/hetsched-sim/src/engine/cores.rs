@@ -27,8 +27,7 @@ impl<'a> Simulation<'a> {
         self.obs[t].state = ThreadState::Runnable;
         self.obs[t].cpu = Some(core);
         let vr = self.threads[t].vruntime;
-        self.queues[c].push(vr, t);
-        self.queued.insert(core);
+        self.queue_push(c, vr, t);
         self.core_obs[c].runnable += 1;
         if self.cores[c].current.is_none() {
             self.need_pick.push(c);
@@ -38,12 +37,40 @@ impl<'a> Simulation<'a> {
         }
     }
 
+    /// Queue `t` on `c` with virtual runtime `vr` (the run queue and the counts that follow it).
+    pub(super) fn queue_push(&mut self, c: CoreId, vr: i64, t: ThreadId) {
+        self.queues[c].push(vr, t);
+        self.queued.insert(c);
+        self.waiting_may_move += self.may_move[t] as u32;
+    }
+
+    /// Thread `t` has left `c`'s run queue: the counts that follow the queue.
+    fn left_queue(&mut self, c: CoreId, t: ThreadId) {
+        if self.queues[c].is_empty() {
+            self.queued.remove(c);
+        }
+        self.waiting_may_move -= self.may_move[t] as u32;
+    }
+
+    /// Restrict thread `t` to `allowed` (not empty, within its user mask).
+    pub(super) fn set_allowed(&mut self, t: ThreadId, allowed: hetsched_core::CpuSet) {
+        let may_move = allowed.len() >= 2;
+        if self.obs[t].state == ThreadState::Runnable && may_move != self.may_move[t] {
+            // Waiting in a queue: the count of waiting threads that may move follows.
+            if may_move {
+                self.waiting_may_move += 1;
+            } else {
+                self.waiting_may_move -= 1;
+            }
+        }
+        self.may_move[t] = may_move;
+        self.obs[t].allowed = allowed;
+    }
+
     /// Take a queued (not running) thread off its core's queue.
     pub(super) fn dequeue_waiting(&mut self, t: ThreadId, c: CoreId) {
         if self.queues[c].remove(t).is_some() {
-            if self.queues[c].is_empty() {
-                self.queued.remove(c);
-            }
+            self.left_queue(c, t);
             self.core_obs[c].runnable -= 1;
             self.threads[t].lag = self.threads[t].vruntime - self.cores[c].min_vruntime;
         }
@@ -153,19 +180,15 @@ impl<'a> Simulation<'a> {
                         .min();
                     if let Some((_, t)) = mate {
                         self.queues[c].remove(t);
-                        if self.queues[c].is_empty() {
-                            self.queued.remove(c);
-                        }
+                        self.left_queue(c, t);
                         return Some(t);
                     }
                 }
             }
         }
-        let t = self.queues[c].pop_first();
-        if self.queues[c].is_empty() {
-            self.queued.remove(c);
-        }
-        t
+        let t = self.queues[c].pop_first()?;
+        self.left_queue(c, t);
+        Some(t)
     }
 
     /// Bill the running thread of `c` up to now.

@@ -43,6 +43,7 @@ use crate::baseline::{self, Baseline, BaselineEntry};
 use crate::metrics::{GanttSegment, RunResult};
 use crate::runqueue::RunQueue;
 use crate::workload::{Phase, Workload};
+use hetsched_core::prefetch::prefetch;
 use hetsched_core::{
     AppId, CoreId, CoreObs, CpuSet, IdVec, LlcId, PageMove, Placement, Policy, ThreadId, ThreadObs,
     ThreadState, Topology,
@@ -138,6 +139,12 @@ pub struct Simulation<'a> {
     idle: CpuSet,
     /// Cores whose run queue holds a waiting thread.
     queued: CpuSet,
+    /// Per thread: its allowed set holds two cores or more, so a balancer may move it (a dense
+    /// array beside the threads' records: read at every queue change, it stays in cache).
+    may_move: IdVec<ThreadId, bool>,
+    /// Waiting threads that may move: with none, a periodic balance can move nothing (every
+    /// thread pinned, as under a policy that places each one).
+    waiting_may_move: u32,
     llcs: IdVec<LlcId, LlcState>,
     /// Memory latency from each node's cores to each node, ns: the machine's unloaded latency plus
     /// the memory node's queueing delay.
@@ -236,6 +243,8 @@ impl<'a> Simulation<'a> {
             core_obs: IdVec::from_vec(vec![CoreObs::default(); n]),
             idle: CpuSet::all(n),
             queued: CpuSet::new(),
+            may_move: IdVec::new(),
+            waiting_may_move: 0,
             llcs: state::build_llcs(topo),
             base_latency: latency.clone(),
             latency,
@@ -556,8 +565,7 @@ impl<'a> Simulation<'a> {
             self.undispatch(c);
             self.obs[cur].state = ThreadState::Runnable;
             let vr = self.threads[cur].vruntime;
-            self.queues[c].push(vr, cur);
-            self.queued.insert(c);
+            self.queue_push(c, vr, cur);
             self.core_obs[c].runnable += 1;
             self.queued_behind = true;
             if let Some(t) = self.pick_next(c) {
@@ -570,20 +578,6 @@ impl<'a> Simulation<'a> {
         }
         self.set_rate(c);
     }
-}
-
-/// Ask the CPU to bring `r`'s first cache line in (a hint: no effect on results).
-#[inline(always)]
-fn prefetch<T>(r: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it reads nothing into the program and cannot fault.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            (r as *const T).cast::<i8>(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = r;
 }
 
 /// The least whole number of ns at or above `x` (x >= 0), without a libm call.

@@ -2,13 +2,24 @@
 //! moves are applied.
 
 use super::Simulation;
-use hetsched_core::ThreadId;
+use crate::runqueue::RunQueue;
+use hetsched_core::observe::RunQueues;
+use hetsched_core::{CoreId, IdVec, ThreadId};
 use hetsched_core::{Hint, Placement, Policy, ThreadState, View};
 use std::time::Instant;
 
 /// Machines larger than this skip the debug-build work-conservation check (its cost grows with
 /// waiting threads times idle cores at every decision).
 const CONSERVATION_CHECK_MAX_CORES: usize = 64;
+/// The engine's run queues as a policy reads them.
+struct Queues<'q>(&'q IdVec<CoreId, RunQueue>);
+
+impl RunQueues for Queues<'_> {
+    fn for_each_waiting(&self, core: CoreId, f: &mut dyn FnMut(ThreadId)) {
+        self.0[core].threads().for_each(f);
+    }
+}
+
 impl<'a> Simulation<'a> {
     /// Call the policy with a view of now, adding the time it takes to the policy's CPU time.
     pub(super) fn call_policy<R>(
@@ -16,11 +27,13 @@ impl<'a> Simulation<'a> {
         call: impl FnOnce(&mut dyn Policy, &View<'_>) -> R,
     ) -> R {
         let t0 = Instant::now();
+        let queues = Queues(&self.queues);
         let view = View {
             now_ns: self.now,
             topology: self.topo,
             threads: self.obs.as_slice(),
             cores: self.core_obs.as_slice(),
+            run_queues: Some(&queues),
         };
         let r = call(self.policy.as_mut(), &view);
         self.policy_time += t0.elapsed();
@@ -52,7 +65,7 @@ impl<'a> Simulation<'a> {
     /// on core `only` after an idle call, on every core after a periodic balance. One decision may
     /// leave a breach (a part of a combined policy placed threads the others did not see yet); the
     /// next periodic balance must mend it, so a breach that outlives one balance period panics.
-    pub(super) fn check_conserving(&mut self, only: Option<hetsched_core::CoreId>) {
+    pub(super) fn check_conserving(&mut self, only: Option<CoreId>) {
         // The check scans waiting threads against idle cores at every decision: on the scale
         // presets (1,024 cores, 16k threads) a debug run would take minutes. The property tests'
         // machines have at most 64 cores.
@@ -64,6 +77,7 @@ impl<'a> Simulation<'a> {
             topology: self.topo,
             threads: self.obs.as_slice(),
             cores: self.core_obs.as_slice(),
+            run_queues: None,
         };
         // A core a placement of this decision emptied gets its own idle call next.
         let pending: hetsched_core::CpuSet = self.need_pick.iter().copied().collect();
@@ -91,12 +105,13 @@ impl<'a> Simulation<'a> {
     /// Whether idle core `c` is kept from a thread waiting behind another that the policy promised
     /// not to keep waiting ([`Policy::conserves_work_for`]). Only queued threads wait, so only
     /// they are looked at (the idle sweep asks this for every idle core).
-    pub(super) fn breach_at(&self, c: hetsched_core::CoreId) -> bool {
+    pub(super) fn breach_at(&self, c: CoreId) -> bool {
         let view = View {
             now_ns: self.now,
             topology: self.topo,
             threads: self.obs.as_slice(),
             cores: self.core_obs.as_slice(),
+            run_queues: None,
         };
         let policy = &self.policy;
         let queued = self.queued.iter().flat_map(|b| self.queues[b].threads());
@@ -138,7 +153,7 @@ impl<'a> Simulation<'a> {
         if allowed == self.obs[t].allowed {
             return;
         }
-        self.obs[t].allowed = allowed;
+        self.set_allowed(t, allowed);
         let Some(cpu) = self.obs[t].cpu else { return };
         let c = cpu;
         if self.obs[t].allowed.contains(cpu) {

@@ -47,6 +47,23 @@ impl<'a> Simulation<'a> {
     /// with the queues, or an idle core while a thread waits that may run on it.
     pub(super) fn check_invariants(&self) {
         let mut seen = vec![0u32; self.threads.len()];
+        let may_move: u32 = self
+            .queues
+            .iter()
+            .flat_map(crate::runqueue::RunQueue::threads)
+            .map(|t| (self.obs[t].allowed.len() >= 2) as u32)
+            .sum();
+        assert_eq!(
+            may_move, self.waiting_may_move,
+            "waiting threads that may move"
+        );
+        for t in self.obs.ids() {
+            assert_eq!(
+                self.may_move[t],
+                self.obs[t].allowed.len() >= 2,
+                "thread {t} may move"
+            );
+        }
         for (c, core) in self.cores.iter_enumerated() {
             let queue = &self.queues[c];
             let n = queue.len() as u32 + core.current.is_some() as u32;

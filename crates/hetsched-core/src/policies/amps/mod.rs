@@ -67,6 +67,7 @@ use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, LlcId, NodeId, ThreadId};
 use crate::observe::{ThreadState, View};
 use crate::policy::{Placement, Policy};
+use crate::prefetch::prefetch;
 use crate::topology::{Topology, AMPS_SCALING_FACTOR};
 use numa::AllocationPhase;
 use order::{Bucketwise, CoreKey, CoreOrder, Keys};
@@ -219,23 +220,50 @@ pub struct Amps {
 #[derive(Clone, Debug, Default)]
 struct Scratch {
     runnable: Vec<u32>,
+    /// Per core, when the view has no run queues: the threads waiting there when the balance
+    /// began (with run queues, a source's waiting threads are read from its queue when needed:
+    /// a balance looks at few sources, and a list per core of every waiting thread cost more than
+    /// the rest of the balance).
     queued: Vec<Vec<ThreadId>>,
+    /// `queued` is in use: the view has no run queues.
+    scanned: bool,
+    /// Per core: the threads this balance moved there to wait, in the order they came.
+    arrived: Vec<Vec<ThreadId>>,
+    /// Per thread: this balance moved it from where it waited.
+    moved: Vec<bool>,
+    /// The threads `moved` marks.
+    moved_list: Vec<ThreadId>,
     running: Vec<Option<ThreadId>>,
     failed: Vec<bool>,
 }
 
 impl Scratch {
-    /// Fill from the view: run-queue lengths, queued and running threads per core.
+    /// Fill from the view: run-queue lengths, running threads per core, and the waiting ones per
+    /// core when the view has no run queues.
     fn fill(&mut self, view: &View<'_>) {
         let n = view.cores.len();
         self.runnable.clear();
         self.runnable.extend(view.cores.iter().map(|c| c.runnable));
-        self.queued.resize_with(n, Vec::new);
-        self.queued.iter_mut().for_each(Vec::clear);
+        for t in self.moved_list.drain(..) {
+            self.moved[t.index()] = false;
+        }
+        self.moved.resize(view.threads.len(), false);
+        self.arrived.resize_with(n, Vec::new);
+        self.arrived.iter_mut().for_each(Vec::clear);
         self.running.clear();
-        self.running.resize(n, None);
         self.failed.clear();
         self.failed.resize(n, false);
+        self.scanned = view.run_queues.is_none();
+        if !self.scanned {
+            // The backend's own view: each core's current thread is a thread of the view.
+            self.running.extend(view.cores.iter().map(|c| c.current));
+            return;
+        }
+        // A view of some threads only (a part of a combined policy) shows the others as exited,
+        // while the cores still show what runs on them.
+        self.running.resize(n, None);
+        self.queued.resize_with(n, Vec::new);
+        self.queued.iter_mut().for_each(Vec::clear);
         for t in view.threads {
             let Some(c) = t.cpu else { continue };
             match t.state {
@@ -258,8 +286,9 @@ impl Scratch {
         )
     }
 
-    /// A thread on `src` that may move to `dst`: a queued one first (the most recently queued),
-    /// else the running one if the NUMA policy allows. Returns it and whether it was running.
+    /// A thread on `src` that may move to `dst`: a waiting one first (the last this balance moved
+    /// there, else the one of highest id that waited there before), else the running one if the
+    /// NUMA policy allows. Returns it and whether it was running.
     fn movable(
         &self,
         view: &View<'_>,
@@ -268,11 +297,24 @@ impl Scratch {
         src: usize,
         dst: CoreId,
     ) -> Option<(ThreadId, bool)> {
-        if let Some(&t) = self.queued[src]
-            .iter()
-            .rev()
-            .find(|&&t| view.thread(t).user_allowed.contains(dst))
-        {
+        let may = |t: ThreadId| view.thread(t).user_allowed.contains(dst);
+        let arrived = self.arrived[src].iter().rev().copied().find(|&t| may(t));
+        // The highest id in no particular order: a thread is checked only if it beats the best so
+        // far.
+        let waited = || {
+            let mut best: Option<ThreadId> = None;
+            let mut consider = |t: ThreadId| {
+                if !self.moved[t.index()] && best.is_none_or(|b| t > b) && may(t) {
+                    best = Some(t);
+                }
+            };
+            match view.run_queues.filter(|_| !self.scanned) {
+                Some(q) => q.for_each_waiting(CoreId(src as u32), &mut consider),
+                None => self.queued[src].iter().for_each(|&t| consider(t)),
+            }
+            best
+        };
+        if let Some(t) = arrived.or_else(waited) {
             return Some((t, false));
         }
         let t = self.running[src]?;
@@ -368,12 +410,16 @@ impl Scratch {
         if was_running {
             self.running[s] = None;
         } else {
-            self.queued[s].retain(|&x| x != t);
+            self.arrived[s].retain(|&x| x != t);
+            if !self.moved[t.index()] {
+                self.moved[t.index()] = true;
+                self.moved_list.push(t);
+            }
         }
         if self.runnable[d] == 0 {
             self.running[d] = Some(t);
         } else {
-            self.queued[d].push(t);
+            self.arrived[d].push(t);
         }
         self.runnable[s] -= 1;
         self.runnable[d] += 1;
@@ -544,6 +590,33 @@ impl Amps {
                     .map(|nd| topology.node_cores(nd.id).iter().map(|c| c.0).collect())
                     .collect(),
             });
+        }
+    }
+
+    /// The allocation-phase heuristic's timer interrupt (section 2.4.3): it looks at the
+    /// interrupted (running) threads, each core's current one (a thread runs exactly where it is
+    /// its core's current). Only the `rss` policy reads the result.
+    fn observe_allocation(&mut self, view: &View<'_>) {
+        if let Some(max) = view.cores.iter().filter_map(|c| c.current).max() {
+            self.alloc_state(max);
+        }
+        let current = |i: usize| view.cores.get(i).and_then(|c| c.current);
+        for (i, core) in view.cores.iter().enumerate() {
+            // Each step reads a thread, then its resident set through a pointer: with a thousand
+            // cores those are cache misses, so the thread is fetched sixteen cores ahead and what
+            // it points to eight ahead.
+            if let Some(t) = current(i + 16) {
+                prefetch(&view.thread(t).resident_bytes);
+            }
+            if let Some(t) = current(i + 8) {
+                let rss = &view.thread(t).resident_bytes;
+                rss.iter().step_by(8).for_each(prefetch);
+                prefetch(&self.alloc[t.index()]);
+            }
+            if let Some(t) = core.current {
+                let total = numa::total_rss(&view.thread(t).resident_bytes);
+                self.alloc[t.index()].observe(total);
+            }
         }
     }
 
@@ -796,13 +869,13 @@ impl Policy for Amps {
     }
 
     fn rebalance(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
-        // The allocation-phase heuristic looks at the interrupted (running) threads: each core's
-        // current one (a thread runs exactly where it is its core's current).
-        for core in view.cores {
-            if let Some(t) = core.current {
-                let total = numa::total_rss(&view.thread(t).resident_bytes);
-                self.alloc_state(t).observe(total);
-            }
+        self.ensure_machine(view.topology);
+        if self
+            .machine
+            .as_ref()
+            .is_some_and(|m| m.numa == NumaMode::Rss)
+        {
+            self.observe_allocation(view);
         }
         self.balance(view, None, out);
     }

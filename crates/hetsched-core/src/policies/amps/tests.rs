@@ -481,3 +481,58 @@ fn user_masks_are_respected() {
     let mut amps = Amps::new(AmpsConfig::default());
     assert!(s.rebalance(&mut amps).is_empty());
 }
+
+/// Run queues handed out in an order of their own (reversed), as a backend's queues are in no
+/// particular order.
+struct ReversedQueues(Vec<Vec<ThreadId>>);
+
+impl crate::observe::RunQueues for ReversedQueues {
+    fn for_each_waiting(&self, core: CoreId, f: &mut dyn FnMut(ThreadId)) {
+        self.0[core.index()].iter().rev().copied().for_each(f);
+    }
+}
+
+proptest::proptest! {
+    /// A balance reads a source's waiting threads from the backend's run queues when the view
+    /// has them, and from a pass over the threads when not: both give the same placements, on a
+    /// NUMA machine and on an SMP one, with some threads' user masks narrowed.
+    #[test]
+    fn run_queues_and_a_pass_over_the_threads_place_alike(
+        numa in proptest::bool::ANY,
+        threads in proptest::collection::vec((0u32..8, proptest::bool::ANY), 1..40),
+    ) {
+        let topo = if numa { numa2() } else { smp("0-1", "2-7", 2.0) };
+        let n = topo.num_cores();
+        let mut s = State::new(topo);
+        for &(core, narrow) in &threads {
+            let core = core % n as u32;
+            let t = s.add(core);
+            if narrow {
+                // Allowed on its own core and the next one only.
+                let next = CoreId((core + 1) % n as u32);
+                s.threads[t.index()].user_allowed = [CoreId(core), next].into_iter().collect();
+            }
+        }
+        let cores = s.cores();
+        let mut queues = vec![Vec::new(); n];
+        for t in &s.threads {
+            if let (ThreadState::Runnable, Some(c)) = (t.state, t.cpu) {
+                queues[c.index()].push(t.id);
+            }
+        }
+        let queues = ReversedQueues(queues);
+        let scanned = {
+            let mut out = Vec::new();
+            Amps::new(AmpsConfig::default()).rebalance(&s.view(&cores), &mut out);
+            out
+        };
+        let queued = {
+            let mut out = Vec::new();
+            let view = View { run_queues: Some(&queues), ..s.view(&cores) };
+            Amps::new(AmpsConfig::default()).rebalance(&view, &mut out);
+            out
+        };
+        proptest::prop_assert!(!threads.is_empty());
+        proptest::prop_assert_eq!(scanned, queued);
+    }
+}

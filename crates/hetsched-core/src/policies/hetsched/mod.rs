@@ -432,6 +432,8 @@ impl Hetsched {
         }
         let v = View {
             threads: masked,
+            // The backend's queues hold the other parts' threads too.
+            run_queues: None,
             ..*view
         };
         Some(f(policy, &v))
