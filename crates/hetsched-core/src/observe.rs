@@ -91,7 +91,8 @@ impl LlcTraffic {
 }
 
 /// One thread as a policy sees it. The first cache line holds what a backend writes at every
-/// context switch: state, CPU and counters (12 + 52 bytes).
+/// context switch: state, CPU and counters (12 + 52 bytes); the second, the LLC traffic written
+/// beside them and the thread's process and data fragment.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct ThreadObs {
@@ -102,16 +103,18 @@ pub struct ThreadObs {
     /// What its LLC misses did to the cache (Ding et al. equation 5). Written at every bill beside
     /// the counters, so it follows them on the next cache line.
     pub llc_traffic: LlcTraffic,
+    /// Who it is and what it works on share the second cache line too: a policy's pass over
+    /// every thread (which process, which fragment) reads two lines a thread, not three.
     pub id: ThreadId,
     pub app: AppId,
+    /// The data fragment the thread works on, when the application says (Pinter section 4).
+    pub data_fragment: Option<u64>,
     /// Where it may run: the user's mask intersected with the policy's last placement.
     pub allowed: CpuSet,
     /// The mask the user gave it; a placement never widens beyond it.
     pub user_allowed: CpuSet,
     /// Resident bytes per NUMA node that this thread brought in (AMPS section 2.4.2).
     pub resident_bytes: Vec<u64>,
-    /// The data fragment the thread works on, when the application says (Pinter section 4).
-    pub data_fragment: Option<u64>,
     /// The thread's architectural signature (HASS section 3), when its binary or the application
     /// supplied one.
     pub signature: Option<Arc<Signature>>,
@@ -294,5 +297,8 @@ mod tests {
         assert!((&raw const t.cpu as usize) - base < 64);
         let end_of_traffic = &raw const t.llc_traffic as usize + size_of::<LlcTraffic>();
         assert!(end_of_traffic - base <= 128, "{}", end_of_traffic - base);
+        let end_of_fragment = &raw const t.data_fragment as usize + size_of::<Option<u64>>();
+        assert!(end_of_fragment - base <= 128, "{}", end_of_fragment - base);
+        assert!((&raw const t.app as usize) - base >= 64);
     }
 }

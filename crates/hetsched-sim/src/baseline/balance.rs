@@ -5,7 +5,7 @@
 
 use super::BalancePort;
 use hetsched_core::rng::SeededRng;
-use hetsched_core::{CoreId, Id, ThreadId};
+use hetsched_core::{CoreId, Id, LlcId, NodeId, ThreadId};
 
 /// Most source cores a destination tries before the balancer gives up on it (threads pinned
 /// elsewhere can make every source useless; this bounds the work).
@@ -44,6 +44,15 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
     if port.view().waiting_may_move == 0 {
         return;
     }
+    // Where each core is, read once: the nearness of every candidate source is asked for every
+    // destination tried.
+    let topo = port.view().topology;
+    let place: Vec<(Option<LlcId>, NodeId)> = (0..n)
+        .map(|b| {
+            let core = topo.core(CoreId::from_index(b));
+            (core.llc, core.node)
+        })
+        .collect();
     let mut failed = vec![false; n];
     let mut failures = 0;
     let mut moves = 0;
@@ -59,13 +68,12 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
             break;
         };
         let rq = port.view();
-        let topo = rq.topology;
-        let cc = topo.core(CoreId::from_index(c));
+        let (llc_c, node_c) = place[c];
         let near = |b: usize| -> u32 {
-            let cb = topo.core(CoreId::from_index(b));
-            if cb.llc.is_some() && cb.llc == cc.llc {
+            let (llc_b, node_b) = place[b];
+            if llc_b.is_some() && llc_b == llc_c {
                 0
-            } else if cb.node == cc.node {
+            } else if node_b == node_c {
                 1
             } else {
                 2
@@ -74,8 +82,12 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
         let target = after_pull(&load, c);
         // Each candidate source as one integer in (load desc, nearness, index) order: loads are
         // non-negative, so their bits order as the loads do and their complement reverses it.
-        let mut candidates: Vec<u128> = (0..n)
-            .filter(|&b| pc[b] > target && !rq.queues[CoreId::from_index(b)].is_empty())
+        // Only cores with a waiting thread can give one.
+        let mut candidates: Vec<u128> = rq
+            .queued
+            .iter()
+            .map(CoreId::index)
+            .filter(|&b| pc[b] > target)
             .map(|b| u128::from(!pc[b].to_bits()) << 64 | u128::from(near(b)) << 32 | b as u128)
             .collect();
         if candidates.is_empty() {

@@ -139,7 +139,13 @@ pub struct Competition {
 /// threads by capacity keeps every thread at the same pace where a whole-process placement would
 /// split one across the sides anyway.
 pub fn part_for(shape: Shape, t: &ThreadObs, app_threads: u32, c: Competition) -> Part {
-    if t.data_fragment.is_some() {
+    part_by(shape, t.data_fragment.is_some(), app_threads, c)
+}
+
+/// [`part_for`] from what it reads of the thread: whether its application names its data
+/// fragment.
+fn part_by(shape: Shape, has_fragment: bool, app_threads: u32, c: Competition) -> Part {
+    if has_fragment {
         return Part::Fragments;
     }
     let whole_process = app_threads >= 2
@@ -193,6 +199,11 @@ impl ProcessCounts {
 
     /// One more competing thread of process `app`.
     fn add(&mut self, app: AppId) {
+        self.add_many(app, 1);
+    }
+
+    /// `k` more competing threads of process `app`.
+    fn add_many(&mut self, app: AppId, k: u32) {
         let i = app.index();
         let n = if i < self.limit {
             if i >= self.dense.len() {
@@ -202,13 +213,14 @@ impl ProcessCounts {
         } else {
             self.sparse.entry(app).or_insert(0)
         };
-        *n += 1;
-        if *n == 2 {
+        let before = *n;
+        *n += k;
+        // A process with two or more counts all its threads as grouped.
+        let grouped = |n: u32| if n >= 2 { n } else { 0 };
+        if before < 2 && *n >= 2 {
             self.grouped += 1;
-            self.grouped_threads += 2;
-        } else if *n > 2 {
-            self.grouped_threads += 1;
         }
+        self.grouped_threads += grouped(*n) - grouped(before);
     }
 
     /// The fewest competing threads of a process with two or more.
@@ -243,14 +255,37 @@ impl ProcessCounts {
     }
 }
 
-/// What [`Hetsched::process_counts`] remembers of a thread's CPU time.
-#[derive(Clone, Copy, Debug, Default)]
+/// What [`Hetsched::process_counts`] remembers of a thread: its CPU time, and what the parts are
+/// decided on, so that the decision reads this array rather than every thread's observation
+/// again.
+#[derive(Clone, Copy, Debug)]
 struct Activity {
-    seen: bool,
     cpu_ns: f64,
     until_ns: u64,
+    /// Its process, as of the last full count.
+    app: AppId,
+    seen: bool,
     /// In `Hetsched::counts` now.
     counted: bool,
+    /// Exited, as of the last full count.
+    exited: bool,
+    /// Its application names its data fragment, as of the last full count.
+    has_fragment: bool,
+}
+
+impl Default for Activity {
+    /// Not seen yet.
+    fn default() -> Self {
+        Activity {
+            cpu_ns: 0.0,
+            until_ns: 0,
+            app: AppId(0),
+            seen: false,
+            counted: false,
+            exited: false,
+            has_fragment: false,
+        }
+    }
 }
 
 /// Settings.
@@ -489,11 +524,17 @@ impl Hetsched {
         self.activity_for(view.threads.len());
         let counts = &mut self.counts;
         counts.clear(view.threads.len());
+        // A process's threads mostly have consecutive ids: counted a run at a time, the counts do
+        // not wait on the previous thread's increment.
+        let mut run: Option<(AppId, u32)> = None;
         for (t, a) in view.threads.iter().zip(self.activity.iter_mut()) {
             a.counted = false;
-            if t.state == ThreadState::Exited {
+            a.exited = t.state == ThreadState::Exited;
+            if a.exited {
                 continue;
             }
+            a.app = t.app;
+            a.has_fragment = t.data_fragment.is_some();
             let cpu = t.counters.cpu_time_ns;
             if !a.seen || cpu > a.cpu_ns {
                 a.seen = true;
@@ -502,9 +543,19 @@ impl Hetsched {
             }
             let runs = matches!(t.state, ThreadState::Running | ThreadState::Runnable);
             if runs || view.now_ns < a.until_ns {
-                counts.add(t.app);
+                match &mut run {
+                    Some((app, k)) if *app == t.app => *k += 1,
+                    _ => {
+                        if let Some((app, k)) = run.replace((t.app, 1)) {
+                            counts.add_many(app, k);
+                        }
+                    }
+                }
                 a.counted = true;
             }
+        }
+        if let Some((app, k)) = run {
+            counts.add_many(app, k);
         }
         self.counted_at = Some(view.now_ns);
     }
@@ -555,19 +606,28 @@ impl Hetsched {
         if self.part.len() < view.threads.len() {
             self.part.resize(view.threads.len(), None);
         }
-        for t in view.threads {
-            let i = t.id.index();
-            if t.state == ThreadState::Exited {
+        // What the count just recorded of each thread decides its part; a thread's observation
+        // is read again only if its part changes.
+        for i in 0..view.threads.len() {
+            let a = self.activity[i];
+            let id = ThreadId(i as u32);
+            if a.exited {
                 if self.part[i].is_some() {
-                    self.release(view, t.id);
+                    self.release(view, id);
                 }
                 continue;
             }
-            let want = part_for(shape, t, self.counts.get(t.app).max(1), competition);
+            let want = part_by(
+                shape,
+                a.has_fragment,
+                self.counts.get(a.app).max(1),
+                competition,
+            );
             let had = self.part[i];
             if had == Some(want) {
                 continue;
             }
+            let t = view.thread(id);
             if had.is_some() {
                 self.release(view, t.id);
             }

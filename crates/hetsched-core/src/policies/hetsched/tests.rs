@@ -495,3 +495,25 @@ fn starts_between_balances_add_to_the_last_count() {
         vec![3, 1, 1]
     );
 }
+
+/// Counting a process's threads a run at a time gives what counting them one by one gives: the
+/// processes with two or more, and their threads.
+#[test]
+fn process_counts_by_runs_equal_counts_one_by_one() {
+    let adds = [(3, 1), (5, 2), (3, 1), (7, 4), (5, 1), (9, 1), (3, 3)];
+    let (mut one, mut runs) = (ProcessCounts::default(), ProcessCounts::default());
+    one.clear(16);
+    runs.clear(16);
+    for &(app, k) in &adds {
+        for _ in 0..k {
+            one.add(AppId(app));
+        }
+        runs.add_many(AppId(app), k);
+    }
+    // 3: 5 threads, 5: 3, 7: 4, 9: 1.
+    assert_eq!((one.grouped, one.grouped_threads), (3, 12));
+    assert_eq!((runs.grouped, runs.grouped_threads), (3, 12));
+    for app in [3, 5, 7, 9, 11] {
+        assert_eq!(one.get(AppId(app)), runs.get(AppId(app)));
+    }
+}
