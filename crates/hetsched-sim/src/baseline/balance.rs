@@ -105,10 +105,7 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
             .into_iter()
             .map(|k| k as u32 as usize)
             .find_map(|b| {
-                movable(rq.waiting(CoreId::from_index(b)), |t| {
-                    rq.allowed(t).contains(to)
-                })
-                .map(|t| (b, t))
+                movable(rq.waiting(CoreId::from_index(b)), |t| rq.may_run(t, to)).map(|t| (b, t))
             });
         match pick {
             Some((b, t)) => {

@@ -97,7 +97,7 @@ impl LinuxCfs {
 
 /// A queued thread on core `from` that may run on `to` (the last such in the queue).
 fn movable(rq: &RunQueueView<'_>, from: CoreId, to: CoreId) -> Option<ThreadId> {
-    balance::movable(rq.waiting(from), |t| rq.allowed(t).contains(to))
+    balance::movable(rq.waiting(from), |t| rq.may_run(t, to))
 }
 
 impl Baseline for LinuxCfs {

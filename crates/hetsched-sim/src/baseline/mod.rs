@@ -37,6 +37,25 @@ pub struct RunQueueView<'a> {
     /// Waiting threads allowed on two cores or more: with none, no balance can move a waiting
     /// thread.
     pub waiting_may_move: u32,
+    /// Per thread: its allowed set in 64 bits, bit `k` set when it holds a core of the `k`-th run
+    /// of `summary_span` cores ([`summarise`]). A clear bit answers "may it run there?" from a
+    /// dense array, without the thread's set: the balancer asks it of every waiting thread of
+    /// the sources it tries.
+    pub allowed_summary: &'a IdVec<ThreadId, u64>,
+    /// Cores per bit of `allowed_summary`.
+    pub summary_span: u32,
+}
+
+/// Cores per bit of a [`RunQueueView::allowed_summary`] on a machine of `cores` cores.
+pub fn summary_span(cores: usize) -> u32 {
+    cores.div_ceil(64).max(1) as u32
+}
+
+/// `allowed` in 64 bits: bit `k` set when it holds one of the cores `k × span ..< (k + 1) × span`.
+pub fn summarise(allowed: &CpuSet, span: u32) -> u64 {
+    allowed
+        .iter()
+        .fold(0, |bits, c| bits | 1u64 << (c.0 / span).min(63))
 }
 
 impl<'a> RunQueueView<'a> {
@@ -50,6 +69,14 @@ impl<'a> RunQueueView<'a> {
     #[inline]
     pub fn allowed(&self, t: ThreadId) -> &'a CpuSet {
         &self.threads[t].allowed
+    }
+
+    /// Whether thread `t` may run on core `c`: its summary first, its set only if the summary
+    /// allows it.
+    #[inline]
+    pub fn may_run(&self, t: ThreadId, c: CoreId) -> bool {
+        let bit = (c.0 / self.summary_span).min(63);
+        self.allowed_summary[t] >> bit & 1 == 1 && self.threads[t].allowed.contains(c)
     }
 
     /// The core thread `t` last ran or waited on.
@@ -132,4 +159,25 @@ pub fn default_baseline() -> &'static BaselineEntry {
 /// The baseline called `name`.
 pub fn baseline_by_name(name: &str) -> Option<&'static BaselineEntry> {
     BASELINES.iter().find(|b| b.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A summary bit stands for a run of `span` cores, the last bit for every core beyond 63
+    /// runs: a set is summarised with every run it touches and no other.
+    #[test]
+    fn a_summary_has_the_bits_of_the_runs_a_set_touches() {
+        assert_eq!(summary_span(8), 1);
+        assert_eq!(summary_span(64), 1);
+        assert_eq!(summary_span(65), 2);
+        assert_eq!(summary_span(1024), 16);
+        let set: CpuSet = [0, 5, 199].into_iter().map(CoreId).collect();
+        assert_eq!(summarise(&set, 4), 1 | 1 << 1 | 1 << 49);
+        // Beyond 64 runs (a span too small for the machine) the last bit takes the rest.
+        let far: CpuSet = [300, 900].into_iter().map(CoreId).collect();
+        assert_eq!(summarise(&far, 4), 1 << 63);
+        assert_eq!(summarise(&CpuSet::new(), 16), 0);
+    }
 }

@@ -68,6 +68,8 @@ impl<'a> Simulation<'a> {
                 obs.data_fragment = group.phases[0].data_fragment.map(|d| d as u64);
                 obs.signature = Some(group.signature.clone());
                 self.may_move.push(obs.allowed.len() >= 2);
+                self.allowed_summary
+                    .push(crate::baseline::summarise(&obs.allowed, self.summary_span));
                 self.obs.push(obs);
                 self.apps[app_idx].live += 1;
                 // The policy may restrict the thread before it first runs.

@@ -17,6 +17,8 @@ impl<'a> Simulation<'a> {
             idle: &self.idle,
             queued: &self.queued,
             waiting_may_move: self.waiting_may_move,
+            allowed_summary: &self.allowed_summary,
+            summary_span: self.summary_span,
         }
     }
 

@@ -64,6 +64,7 @@ impl<'a> Simulation<'a> {
             }
         }
         self.may_move[t] = may_move;
+        self.allowed_summary[t] = crate::baseline::summarise(&allowed, self.summary_span);
         self.obs[t].allowed = allowed;
     }
 

@@ -145,6 +145,10 @@ pub struct Simulation<'a> {
     /// Waiting threads that may move: with none, a periodic balance can move nothing (every
     /// thread pinned, as under a policy that places each one).
     waiting_may_move: u32,
+    /// Per thread: its allowed set, coarsely ([`crate::baseline::AllowedSummary`]).
+    allowed_summary: IdVec<ThreadId, u64>,
+    /// Cores per bit of `allowed_summary`.
+    summary_span: u32,
     llcs: IdVec<LlcId, LlcState>,
     /// Memory latency from each node's cores to each node, ns: the machine's unloaded latency plus
     /// the memory node's queueing delay.
@@ -245,6 +249,8 @@ impl<'a> Simulation<'a> {
             queued: CpuSet::new(),
             may_move: IdVec::new(),
             waiting_may_move: 0,
+            allowed_summary: IdVec::new(),
+            summary_span: baseline::summary_span(n),
             llcs: state::build_llcs(topo),
             base_latency: latency.clone(),
             latency,
