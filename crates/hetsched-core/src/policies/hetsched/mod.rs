@@ -223,6 +223,15 @@ impl ProcessCounts {
         self.grouped_threads += grouped(*n) - grouped(before);
     }
 
+    /// The same count of competing threads for every process.
+    fn same_as(&self, other: &ProcessCounts) -> bool {
+        fn counted(c: &ProcessCounts) -> &[u32] {
+            let end = c.dense.iter().rposition(|&n| n > 0).map_or(0, |i| i + 1);
+            &c.dense[..end]
+        }
+        counted(self) == counted(other) && self.sparse == other.sparse
+    }
+
     /// The fewest competing threads of a process with two or more.
     fn smallest_group(&self) -> Option<u32> {
         self.dense
@@ -321,6 +330,15 @@ pub struct Hetsched {
     counts: ProcessCounts,
     /// When `counts` was last counted in full.
     counted_at: Option<u64>,
+    /// What the last [`Hetsched::reassign`] decided the parts on: the counts and how the
+    /// processes competed. While they, the threads' processes, fragments and exits, and the parts
+    /// themselves stay as they were, every thread is in the part it would be given again.
+    assigned_on: Option<(ProcessCounts, Competition)>,
+    /// A thread's process, fragment or exit changed since the last reassignment (seen by a full
+    /// count).
+    inputs_changed: bool,
+    /// A thread changed part since the last reassignment.
+    parts_touched: bool,
     /// Cores `numa-amp` calls fast ([`fast_side`]), and the others (learnt with the machine).
     sides: Option<(usize, usize)>,
     /// Pages that follow a swapped thread to its new node.
@@ -372,6 +390,9 @@ impl Hetsched {
             activity: Vec::new(),
             counts: ProcessCounts::default(),
             counted_at: None,
+            assigned_on: None,
+            inputs_changed: false,
+            parts_touched: false,
             sides: None,
             page_moves: Vec::new(),
             notice: None,
@@ -479,6 +500,7 @@ impl Hetsched {
         let Some(old) = self.part.get_mut(t.index()).and_then(Option::take) else {
             return;
         };
+        self.parts_touched = true;
         self.count[old.index()] -= 1;
         match old {
             Part::Backend => {}
@@ -494,6 +516,7 @@ impl Hetsched {
 
     /// Record that thread `t` (in no part now) belongs to part `p`.
     fn join(&mut self, t: ThreadId, p: Part) {
+        self.parts_touched = true;
         if self.part.len() <= t.index() {
             self.part.resize(t.index() + 1, None);
         }
@@ -527,14 +550,19 @@ impl Hetsched {
         // A process's threads mostly have consecutive ids: counted a run at a time, the counts do
         // not wait on the previous thread's increment.
         let mut run: Option<(AppId, u32)> = None;
+        let mut changed = false;
         for (t, a) in view.threads.iter().zip(self.activity.iter_mut()) {
             a.counted = false;
-            a.exited = t.state == ThreadState::Exited;
-            if a.exited {
+            let exited = t.state == ThreadState::Exited;
+            changed |= exited != a.exited;
+            a.exited = exited;
+            if exited {
                 continue;
             }
+            let has_fragment = t.data_fragment.is_some();
+            changed |= (t.app, has_fragment) != (a.app, a.has_fragment);
             a.app = t.app;
-            a.has_fragment = t.data_fragment.is_some();
+            a.has_fragment = has_fragment;
             let cpu = t.counters.cpu_time_ns;
             if !a.seen || cpu > a.cpu_ns {
                 a.seen = true;
@@ -557,6 +585,7 @@ impl Hetsched {
         if let Some((app, k)) = run {
             counts.add_many(app, k);
         }
+        self.inputs_changed |= changed;
         self.counted_at = Some(view.now_ns);
     }
 
@@ -606,6 +635,24 @@ impl Hetsched {
         if self.part.len() < view.threads.len() {
             self.part.resize(view.threads.len(), None);
         }
+        let unchanged = !self.inputs_changed
+            && !self.parts_touched
+            && self
+                .assigned_on
+                .as_ref()
+                .is_some_and(|(counts, c)| *c == competition && counts.same_as(&self.counts));
+        match &mut self.assigned_on {
+            Some((counts, c)) => {
+                counts.clone_from(&self.counts);
+                *c = competition;
+            }
+            None => self.assigned_on = Some((self.counts.clone(), competition)),
+        }
+        self.inputs_changed = false;
+        if unchanged {
+            // Every thread is in the part the loop below would give it.
+            return;
+        }
         // What the count just recorded of each thread decides its part; a thread's observation
         // is read again only if its part changes.
         for i in 0..view.threads.len() {
@@ -637,6 +684,7 @@ impl Hetsched {
                 }
             }
         }
+        self.parts_touched = false;
     }
 }
 

@@ -517,3 +517,33 @@ fn process_counts_by_runs_equal_counts_one_by_one() {
         assert_eq!(one.get(AppId(app)), runs.get(AppId(app)));
     }
 }
+
+/// A balance that finds the counts, the competition, the threads' processes, fragments and exits
+/// and the parts as the last one left them places nothing; a change in any of them is acted on
+/// at the next balance, including a fragment named without a hint.
+#[test]
+fn an_unchanged_system_is_not_reassigned_and_a_change_is() {
+    let mut s = Bench::new("ding-4f12s");
+    let mut p = policy();
+    let a = s.start(&mut p, 0, 4, COMPUTE);
+    let b = s.start(&mut p, 1, 5, COMPUTE);
+    s.period(&mut p);
+    assert!(!p.parts_touched && !p.inputs_changed);
+    assert_eq!(p.part_of(a), Some(Part::Amps));
+    s.period(&mut p);
+    assert_eq!(p.part_of(a), Some(Part::Amps));
+    // The view alone says a's application names its fragment now.
+    s.threads[a.index()].data_fragment = Some(7);
+    s.period(&mut p);
+    assert_eq!(p.part_of(a), Some(Part::Fragments));
+    assert_eq!(p.part_of(b), Some(Part::Amps));
+    // b's process gains a second thread, and a second process has two: both go whole.
+    s.start(&mut p, 1, 6, COMPUTE);
+    s.start(&mut p, 2, 7, COMPUTE);
+    s.start(&mut p, 2, 8, COMPUTE);
+    s.period(&mut p);
+    assert_eq!(p.part_of(b), Some(Part::Processes));
+    s.threads[b.index()].state = ThreadState::Exited;
+    s.period(&mut p);
+    assert_eq!(p.part_of(b), None);
+}
