@@ -7,6 +7,7 @@
 
 use criterion::BatchSize;
 use criterion::{criterion_group, criterion_main, Criterion};
+use hetsched_core::observe::RunQueues;
 use hetsched_core::policies::amps::{Amps, AmpsConfig};
 use hetsched_core::policies::hass::{Hass, REFRESH_CPU_NS};
 use hetsched_core::presets::machine_preset;
@@ -47,6 +48,15 @@ fn sixteen_a_core(
     (threads, cores)
 }
 
+/// Run queues as a backend keeps them.
+struct Queues(Vec<Vec<ThreadId>>);
+
+impl RunQueues for Queues {
+    fn for_each_waiting(&self, core: CoreId, f: &mut dyn FnMut(ThreadId)) {
+        self.0[core.index()].iter().copied().for_each(f);
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let topo = machine_preset("scale-1024").unwrap().unwrap();
     let n = topo.num_cores();
@@ -66,6 +76,24 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             out.clear();
             amps.rebalance(&view, &mut out);
+            out.len()
+        });
+    });
+    // The same with the run queues a simulator hands over (a source's waiting threads are read
+    // from its queue, not found in a pass over every thread).
+    let mut queues = vec![Vec::new(); n];
+    for t in threads.iter().filter(|t| t.state == ThreadState::Runnable) {
+        queues[t.cpu.unwrap().index()].push(t.id);
+    }
+    let queues = Queues(queues);
+    let queued_view = View {
+        run_queues: Some(&queues),
+        ..view
+    };
+    c.bench_function("amps/rebalance/16k-threads/1024-cores/run-queues", |b| {
+        b.iter(|| {
+            out.clear();
+            amps.rebalance(&queued_view, &mut out);
             out.len()
         });
     });

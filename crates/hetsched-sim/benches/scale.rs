@@ -8,6 +8,9 @@
 //! - **growth**: each run's wall time on scale-1024 / scale-16k over scale-512 / scale-8k (twice the
 //!   cores and threads).
 //!
+//! The runs interleave, a round running every size, policy and the yardstick once, so a slow
+//! spell of a shared host weighs on every figure of a round rather than on all runs of one.
+//!
 //! One policy decision's cost (a rebalance of 16k threads on 1,024 cores) is the criterion
 //! benchmark `cargo bench -p hetsched-core --bench policies`.
 //!
@@ -91,17 +94,11 @@ fn median(mut xs: Vec<f64>) -> f64 {
     }
 }
 
-/// Median wall seconds of `runs` runs of `f`.
-fn timed(runs: usize, mut f: impl FnMut()) -> f64 {
-    median(
-        (0..runs)
-            .map(|_| {
-                let t0 = Instant::now();
-                f();
-                t0.elapsed().as_secs_f64()
-            })
-            .collect(),
-    )
+/// Wall seconds of one run of `f`.
+fn timed(f: impl FnOnce()) -> f64 {
+    let t0 = Instant::now();
+    f();
+    t0.elapsed().as_secs_f64()
 }
 
 fn main() {
@@ -119,33 +116,52 @@ fn main() {
     };
     let mut names = vec![LINUX_DEFAULT.to_string()];
     names.extend(o.policies.iter().cloned());
-    // wall[size][policy]
-    let mut wall = vec![vec![0.0; names.len()]; SIZES.len()];
+    // Runs interleave (each round runs every size, policy and the yardstick once), so that a
+    // slow spell of a shared host falls on every figure of a round alike rather than on one
+    // figure's every run: the ratios are what the goals are about.
+    // samples[size][policy][run]
+    let mut samples = vec![vec![Vec::new(); names.len()]; SIZES.len()];
+    let mut yard_samples = Vec::new();
     let mut events = 0;
-    let mut yard = 0.0;
     let mut yard_events = 0;
     let mut yard_instructions = 0.0;
-    for (si, (machine, workload)) in SIZES.iter().enumerate() {
-        let topo = machine_preset(machine).unwrap().unwrap();
-        let w = workload_preset(workload, &topo).unwrap().unwrap();
-        for (pi, name) in names.iter().enumerate() {
-            wall[si][pi] = timed(o.runs, || {
-                let r = simulate(&topo, &w, policy_by_name(name).unwrap(), cfg.clone());
-                if pi == 0 {
-                    events = r.engine.events;
-                }
-            });
-            eprintln!("{machine}/{workload} {name}: {:.3} s", wall[si][pi]);
-        }
-        if si == SIZES.len() - 1 {
-            yard = timed(o.runs, || {
-                let y = yardstick::run(&topo, &w, cfg.quantum_ns, duration_ns);
-                yard_events = y.events;
-                yard_instructions = y.instructions;
-            });
-            eprintln!("{machine}/{workload} yardstick: {yard:.3} s");
+    let setups: Vec<_> = SIZES
+        .iter()
+        .map(|(machine, workload)| {
+            let topo = machine_preset(machine).unwrap().unwrap();
+            let w = workload_preset(workload, &topo).unwrap().unwrap();
+            (topo, w)
+        })
+        .collect();
+    for run in 0..o.runs {
+        for (si, (topo, w)) in setups.iter().enumerate() {
+            let (machine, workload) = SIZES[si];
+            for (pi, name) in names.iter().enumerate() {
+                let s = timed(|| {
+                    let r = simulate(topo, w, policy_by_name(name).unwrap(), cfg.clone());
+                    if pi == 0 {
+                        events = r.engine.events;
+                    }
+                });
+                eprintln!("run {}: {machine}/{workload} {name}: {s:.3} s", run + 1);
+                samples[si][pi].push(s);
+            }
+            if si == SIZES.len() - 1 {
+                let s = timed(|| {
+                    let y = yardstick::run(topo, w, cfg.quantum_ns, duration_ns);
+                    yard_events = y.events;
+                    yard_instructions = y.instructions;
+                });
+                eprintln!("run {}: {machine}/{workload} yardstick: {s:.3} s", run + 1);
+                yard_samples.push(s);
+            }
         }
     }
+    let wall: Vec<Vec<f64>> = samples
+        .into_iter()
+        .map(|per_policy| per_policy.into_iter().map(median).collect())
+        .collect();
+    let yard = median(yard_samples);
     let big = SIZES.len() - 1;
     let engine_ratio = wall[big][0] / yard;
     let policy_ratio: Vec<f64> = (1..names.len())

@@ -71,6 +71,7 @@ use crate::prefetch::prefetch;
 use crate::topology::{Topology, AMPS_SCALING_FACTOR};
 use numa::AllocationPhase;
 use order::{Bucketwise, CoreKey, CoreOrder, Keys};
+use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
@@ -220,58 +221,67 @@ pub struct Amps {
 #[derive(Clone, Debug, Default)]
 struct Scratch {
     runnable: Vec<u32>,
-    /// Per core, when the view has no run queues: the threads waiting there when the balance
-    /// began (with run queues, a source's waiting threads are read from its queue when needed:
-    /// a balance looks at few sources, and a list per core of every waiting thread cost more than
-    /// the rest of the balance).
-    queued: Vec<Vec<ThreadId>>,
-    /// `queued` is in use: the view has no run queues.
-    scanned: bool,
-    /// Per core: the threads this balance moved there to wait, in the order they came.
-    arrived: Vec<Vec<ThreadId>>,
-    /// Per thread: this balance moved it from where it waited.
-    moved: Vec<bool>,
-    /// The threads `moved` marks.
-    moved_list: Vec<ThreadId>,
+    /// Per core: the threads waiting there, by id, then those this balance moved there in the
+    /// order they came. Listed when first asked for ([`Scratch::waiting`]) when the view has run
+    /// queues: a balance looks at few sources, and a list per core of every waiting thread cost
+    /// more than the rest of the balance; from a pass over the threads otherwise.
+    queued: RefCell<Vec<Vec<ThreadId>>>,
+    /// Per core: `queued` holds its threads.
+    listed: RefCell<Vec<bool>>,
     running: Vec<Option<ThreadId>>,
     failed: Vec<bool>,
 }
 
 impl Scratch {
-    /// Fill from the view: run-queue lengths, running threads per core, and the waiting ones per
-    /// core when the view has no run queues.
+    /// Fill from the view: run-queue lengths and running threads per core, and the waiting ones
+    /// per core when the view has no run queues.
     fn fill(&mut self, view: &View<'_>) {
         let n = view.cores.len();
         self.runnable.clear();
         self.runnable.extend(view.cores.iter().map(|c| c.runnable));
-        for t in self.moved_list.drain(..) {
-            self.moved[t.index()] = false;
-        }
-        self.moved.resize(view.threads.len(), false);
-        self.arrived.resize_with(n, Vec::new);
-        self.arrived.iter_mut().for_each(Vec::clear);
         self.running.clear();
         self.failed.clear();
         self.failed.resize(n, false);
-        self.scanned = view.run_queues.is_none();
-        if !self.scanned {
+        let queued = self.queued.get_mut();
+        queued.resize_with(n, Vec::new);
+        let listed = self.listed.get_mut();
+        listed.clear();
+        if view.run_queues.is_some() {
             // The backend's own view: each core's current thread is a thread of the view.
             self.running.extend(view.cores.iter().map(|c| c.current));
+            listed.resize(n, false);
             return;
         }
         // A view of some threads only (a part of a combined policy) shows the others as exited,
         // while the cores still show what runs on them.
         self.running.resize(n, None);
-        self.queued.resize_with(n, Vec::new);
-        self.queued.iter_mut().for_each(Vec::clear);
+        listed.resize(n, true);
+        queued.iter_mut().for_each(Vec::clear);
         for t in view.threads {
             let Some(c) = t.cpu else { continue };
             match t.state {
-                ThreadState::Runnable => self.queued[c.index()].push(t.id),
+                ThreadState::Runnable => queued[c.index()].push(t.id),
                 ThreadState::Running => self.running[c.index()] = Some(t.id),
                 _ => {}
             }
         }
+    }
+
+    /// The waiting threads of core `c` ([`Scratch::queued`]), listed from its run queue on first
+    /// use.
+    fn waiting(&self, view: &View<'_>, c: usize) -> std::cell::RefMut<'_, Vec<ThreadId>> {
+        let mut queued = self.queued.borrow_mut();
+        let mut listed = self.listed.borrow_mut();
+        if !listed[c] {
+            listed[c] = true;
+            let list = &mut queued[c];
+            list.clear();
+            if let Some(q) = view.run_queues {
+                q.for_each_waiting(CoreId(c as u32), &mut |t| list.push(t));
+            }
+            list.sort_unstable();
+        }
+        std::cell::RefMut::map(queued, |q| &mut q[c])
     }
 
     fn load(&self, power: &[f64], c: usize) -> f64 {
@@ -298,23 +308,7 @@ impl Scratch {
         dst: CoreId,
     ) -> Option<(ThreadId, bool)> {
         let may = |t: ThreadId| view.thread(t).user_allowed.contains(dst);
-        let arrived = self.arrived[src].iter().rev().copied().find(|&t| may(t));
-        // The highest id in no particular order: a thread is checked only if it beats the best so
-        // far.
-        let waited = || {
-            let mut best: Option<ThreadId> = None;
-            let mut consider = |t: ThreadId| {
-                if !self.moved[t.index()] && best.is_none_or(|b| t > b) && may(t) {
-                    best = Some(t);
-                }
-            };
-            match view.run_queues.filter(|_| !self.scanned) {
-                Some(q) => q.for_each_waiting(CoreId(src as u32), &mut consider),
-                None => self.queued[src].iter().for_each(|&t| consider(t)),
-            }
-            best
-        };
-        if let Some(t) = arrived.or_else(waited) {
+        if let Some(&t) = self.waiting(view, src).iter().rev().find(|&&t| may(t)) {
             return Some((t, false));
         }
         let t = self.running[src]?;
@@ -387,8 +381,10 @@ impl Scratch {
     }
 
     /// Record the move of `t` from `s` to `d` and re-key both cores in `order`.
+    #[allow(clippy::too_many_arguments)]
     fn apply_keyed(
         &mut self,
+        view: &View<'_>,
         order: &mut Orders,
         machine: &Machine,
         t: ThreadId,
@@ -399,27 +395,25 @@ impl Scratch {
         for c in [s, d] {
             order.take(machine, self, c);
         }
-        self.apply(t, was_running, s, d);
+        self.apply(view, t, was_running, s, d);
         for c in [s, d] {
             order.put(machine, self, c);
         }
     }
 
     /// Record the move of `t` from `s` to `d`.
-    fn apply(&mut self, t: ThreadId, was_running: bool, s: usize, d: usize) {
+    fn apply(&mut self, view: &View<'_>, t: ThreadId, was_running: bool, s: usize, d: usize) {
         if was_running {
             self.running[s] = None;
         } else {
-            self.arrived[s].retain(|&x| x != t);
-            if !self.moved[t.index()] {
-                self.moved[t.index()] = true;
-                self.moved_list.push(t);
-            }
+            // Listed: it was found there.
+            self.queued.get_mut()[s].retain(|&x| x != t);
         }
         if self.runnable[d] == 0 {
             self.running[d] = Some(t);
         } else {
-            self.arrived[d].push(t);
+            // Listed first, so the list is the queue's threads and then the arrivals.
+            self.waiting(view, d).push(t);
         }
         self.runnable[s] -= 1;
         self.runnable[d] += 1;
@@ -677,7 +671,7 @@ impl Amps {
                 else {
                     continue;
                 };
-                sc.apply_keyed(order, machine, t, was_running, s, d);
+                sc.apply_keyed(view, order, machine, t, was_running, s, d);
                 out.push(Placement::pin(t, CoreId(d as u32)));
                 *moves += 1;
             }
@@ -716,7 +710,7 @@ impl Amps {
                 let Some((s, (t, was_running))) = found else {
                     return;
                 };
-                sc.apply_keyed(&mut order, machine, t, was_running, s, d);
+                sc.apply_keyed(view, &mut order, machine, t, was_running, s, d);
                 out.push(Placement::pin(t, dst));
                 moves += 1;
                 continue 'balance;
@@ -803,7 +797,7 @@ impl Amps {
             let Some((s, dst, (t, was_running))) = decision else {
                 break;
             };
-            sc.apply_keyed(&mut order, machine, t, was_running, s, dst.index());
+            sc.apply_keyed(view, &mut order, machine, t, was_running, s, dst.index());
             out.push(Placement::pin(t, dst));
             moves += 1;
         }
