@@ -145,7 +145,7 @@ pub struct Simulation<'a> {
     /// Waiting threads that may move: with none, a periodic balance can move nothing (every
     /// thread pinned, as under a policy that places each one).
     waiting_may_move: u32,
-    /// Per thread: its allowed set, coarsely ([`crate::baseline::AllowedSummary`]).
+    /// Per thread: its allowed set in 64 bits ([`baseline::summarise`]).
     allowed_summary: IdVec<ThreadId, u64>,
     /// Cores per bit of `allowed_summary`.
     summary_span: u32,

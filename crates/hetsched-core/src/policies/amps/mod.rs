@@ -591,8 +591,10 @@ impl Amps {
     /// interrupted (running) threads, each core's current one (a thread runs exactly where it is
     /// its core's current). Only the `rss` policy reads the result.
     fn observe_allocation(&mut self, view: &View<'_>) {
-        if let Some(max) = view.cores.iter().filter_map(|c| c.current).max() {
-            self.alloc_state(max);
+        // Threads are indexed by id: room for every one the view holds.
+        if self.alloc.len() < view.threads.len() {
+            self.alloc
+                .resize(view.threads.len(), AllocationPhase::default());
         }
         let current = |i: usize| view.cores.get(i).and_then(|c| c.current);
         for (i, core) in view.cores.iter().enumerate() {

@@ -641,17 +641,17 @@ impl Hetsched {
                 .assigned_on
                 .as_ref()
                 .is_some_and(|(counts, c)| *c == competition && counts.same_as(&self.counts));
+        self.inputs_changed = false;
+        if unchanged {
+            // Every thread is in the part the loop below would give it.
+            return;
+        }
         match &mut self.assigned_on {
             Some((counts, c)) => {
                 counts.clone_from(&self.counts);
                 *c = competition;
             }
             None => self.assigned_on = Some((self.counts.clone(), competition)),
-        }
-        self.inputs_changed = false;
-        if unchanged {
-            // Every thread is in the part the loop below would give it.
-            return;
         }
         // What the count just recorded of each thread decides its part; a thread's observation
         // is read again only if its part changes.
