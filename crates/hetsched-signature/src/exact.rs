@@ -6,7 +6,8 @@
 //! 64-bit word, a byte of marks per word summed within a group of 8 words (one 8-byte load), and a
 //! Fenwick tree over the groups (1/512 of the times, small enough to stay in the first-level
 //! cache). When the times run out, the live marks are renumbered 0..distinct in time order
-//! (compaction), so memory stays proportional to the distinct lines, not to the trace.
+//! (compaction), so memory stays proportional to the distinct lines, not to the trace. A reference
+//! to the line referenced just before takes no time of its own: it leaves the stack as it was.
 
 use crate::linemap::LineMap;
 
@@ -36,6 +37,20 @@ pub struct ExactStack {
     open_group: usize,
     now: u32,
     live: u32,
+    /// The line referenced last (`u64::MAX`: none).
+    last: u64,
+}
+
+/// What one reference found: its stack distance and the times lines are known by, which the
+/// set-indexed model keys its sets with ([`crate::setassoc`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reuse {
+    /// Distinct other lines since the line's last reference; `None` the first time.
+    pub distance: Option<u64>,
+    /// The time of the line's last reference (`None` the first time).
+    pub previous: Option<u32>,
+    /// The line's time from now on (its previous one again for a repeat, distance 0).
+    pub now: u32,
 }
 
 impl Default for ExactStack {
@@ -50,7 +65,7 @@ impl ExactStack {
     }
 
     /// Room for `cap` times (a multiple of 512) before the first compaction.
-    fn with_capacity(cap: usize) -> Self {
+    pub(crate) fn with_capacity(cap: usize) -> Self {
         let groups = cap.div_ceil(64 * GROUP).max(1);
         ExactStack {
             map: LineMap::with_capacity(cap / 4),
@@ -60,6 +75,7 @@ impl ExactStack {
             open_group: 0,
             now: 0,
             live: 0,
+            last: u64::MAX,
         }
     }
 
@@ -72,9 +88,28 @@ impl ExactStack {
     /// last reference), or `None` the first time.
     #[inline(always)]
     pub fn access(&mut self, line: u64) -> Option<u64> {
-        if self.now as usize == self.bits.len() * 64 {
-            self.compact();
+        self.access_timed(line, |_| {}).distance
+    }
+
+    /// Reference `line` (any but `u64::MAX`): its distance and times. When the times run out
+    /// first, they are renumbered and `renumbered` is given the new time of every old time that
+    /// is some line's last reference (other times map to nothing meaningful).
+    #[inline(always)]
+    pub fn access_timed(&mut self, line: u64, renumbered: impl FnOnce(&[u32])) -> Reuse {
+        if line == self.last {
+            // The stack is unchanged: no new time, no mark moves.
+            let t = self.now - 1;
+            return Reuse {
+                distance: Some(0),
+                previous: Some(t),
+                now: t,
+            };
         }
+        if self.now as usize == self.bits.len() * 64 {
+            let rank = self.compact();
+            renumbered(&rank);
+        }
+        self.last = line;
         let t = self.now;
         self.now += 1;
         let prev = self.map.insert(line, t);
@@ -84,11 +119,19 @@ impl ExactStack {
                 // Marks after `old`: every live mark but those at or before it (its own included).
                 let d = self.live - self.marks_through(old);
                 self.unmark(old);
-                Some(d as u64)
+                Reuse {
+                    distance: Some(d as u64),
+                    previous: Some(old),
+                    now: t,
+                }
             }
             None => {
                 self.live += 1;
-                None
+                Reuse {
+                    distance: None,
+                    previous: None,
+                    now: t,
+                }
             }
         }
     }
@@ -101,6 +144,9 @@ impl ExactStack {
 
     /// Forget `line` (SHARDS's fixed-size sampling evicts lines from the sample).
     pub fn remove(&mut self, line: u64) {
+        if line == self.last {
+            self.last = u64::MAX;
+        }
         if let Some(t) = self.map.remove(line) {
             self.unmark(t);
             self.live -= 1;
@@ -170,8 +216,9 @@ impl ExactStack {
 
     /// Renumber the live marks 0..live in time order, doubling the room while they would fill
     /// more than a quarter of it (so compactions, each a pass over the map, come at least every
-    /// three times as many references as there are distinct lines).
-    fn compact(&mut self) {
+    /// three times as many references as there are distinct lines). The new time of each old time
+    /// that was marked, by old time.
+    fn compact(&mut self) -> Vec<u32> {
         let mut cap = self.bits.len() * 64;
         while self.live as usize * 4 > cap {
             cap *= 2;
@@ -214,6 +261,7 @@ impl ExactStack {
         self.tree = tree;
         self.open_group = open_group;
         self.now = k;
+        rank
     }
 }
 

@@ -9,6 +9,7 @@
 pub mod exact;
 pub mod histogram;
 pub mod hsb;
+mod huge_pages;
 pub mod input;
 mod linemap;
 pub mod profile;

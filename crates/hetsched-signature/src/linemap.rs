@@ -30,32 +30,10 @@ fn hash(line: u64) -> u64 {
     line.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
-/// `len` vacant entries, in huge pages where the kernel has them for the asking (a table of
-/// megabytes probed at random otherwise misses the TLB on most lookups; a hint, no effect on
-/// results).
+/// `len` vacant entries, in huge pages where the kernel has them (a table of megabytes probed at
+/// random otherwise misses the TLB on most lookups).
 fn vacant_entries(len: usize) -> Vec<Entry> {
-    let mut v: Vec<Entry> = Vec::with_capacity(len);
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE_PAGE: usize = 2 << 20;
-        let bytes = len * size_of::<Entry>();
-        if bytes >= 2 * HUGE_PAGE {
-            let start = v.as_ptr() as usize;
-            let aligned = start.next_multiple_of(4096);
-            // SAFETY: madvise on whole pages inside the allocation just made, before they are
-            // written; it changes how they are backed, never their contents, and failure is
-            // harmless.
-            unsafe {
-                libc::madvise(
-                    aligned as *mut libc::c_void,
-                    (start + bytes - aligned) & !4095,
-                    libc::MADV_HUGEPAGE,
-                );
-            }
-        }
-    }
-    v.resize(len, VACANT);
-    v
+    crate::huge_pages::filled(len, VACANT)
 }
 
 impl LineMap {
@@ -69,7 +47,6 @@ impl LineMap {
         }
     }
 
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }

@@ -115,12 +115,12 @@ impl Noted {
 /// One line reference through the exact engine and the set-indexed model.
 #[inline(always)]
 fn exact_ref(e: &mut ExactStack, set: &mut SetIndexed, line: u64, hist: &mut Histogram) {
-    let d = e.access(line);
-    match d {
+    let reuse = e.access_timed(line, |rank| set.renumber(rank));
+    match reuse.distance {
         Some(d) => hist.add(d, 1.0),
         None => hist.add_cold(1.0),
     }
-    set.access_after(line, d, hist);
+    set.access_after(line, reuse, hist);
 }
 
 /// The second pass of a batch for the exact engine: the noted references' lines, each hash-map
@@ -246,9 +246,11 @@ impl Profiler {
     /// A profiler; `line_bytes` must be a power of two (checked by the caller's input parsing).
     pub fn new(cfg: ProfileConfig) -> Self {
         let shift = cfg.line_bytes.max(1).trailing_zeros();
-        let sets = match cfg.set_model {
-            SetModel::Indexed => SetIndexed::for_grid(cfg.line_bytes),
-            SetModel::Binomial => SetIndexed::none(),
+        let sets = match (cfg.set_model, cfg.sampling) {
+            (SetModel::Indexed, Sampling::Exact) => SetIndexed::for_grid(cfg.line_bytes),
+            // A sampled engine knows only its sample's lines: the model keeps every line's time.
+            (SetModel::Indexed, _) => SetIndexed::for_grid(cfg.line_bytes).with_clock(),
+            (SetModel::Binomial, _) => SetIndexed::none(),
         };
         let engine = match cfg.sampling {
             Sampling::Exact => Engine::Exact(ExactStack::new()),
