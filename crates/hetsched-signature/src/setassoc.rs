@@ -577,7 +577,11 @@ mod tests {
     const CACHES: [(u64, u32); 6] = [(1, 4), (4, 2), (16, 32), (64, 8), (256, 16), (1024, 4)];
 
     fn check(h: &Histogram, lines: &[u64]) {
-        for (sets, ways) in CACHES {
+        check_caches(h, lines, &CACHES);
+    }
+
+    fn check_caches(h: &Histogram, lines: &[u64], caches: &[(u64, u32)]) {
+        for &(sets, ways) in caches {
             let want = plain_misses(lines, sets, ways as usize) as f64;
             assert_eq!(
                 h.misses_set_indexed(sets, ways),
@@ -628,6 +632,21 @@ mod tests {
             } else {
                 assert_eq!(now, ticks);
             }
+        }
+    }
+
+    /// The grids of very short and very long lines have set counts of 1 and 2 ways (searched
+    /// without vectors) and of a single set; every cache of them equals the plain simulation.
+    #[test]
+    fn grids_of_other_line_sizes_are_exact() {
+        let lines = mixed_lines(20_000, 5);
+        for line_bytes in [8, 4096, 1 << 20] {
+            let caches = grid_caches(line_bytes);
+            let mut s = SetIndexed::for_grid(line_bytes);
+            let mut e = ExactStack::new();
+            let mut h = Histogram::default();
+            through_exact(&mut s, &mut e, &lines, &mut h);
+            check_caches(&h, &lines, &caches);
         }
     }
 
