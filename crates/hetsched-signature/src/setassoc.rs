@@ -483,8 +483,14 @@ mod vector {
     }
 }
 
+/// The plain simulation the tests check the model against (shared with the integration tests).
+#[cfg(test)]
+#[path = "../tests/support/plain_lru.rs"]
+mod plain_lru;
+
 #[cfg(test)]
 mod tests {
+    use super::plain_lru::indexed_misses;
     use super::*;
     use crate::exact::ExactStack;
 
@@ -533,28 +539,6 @@ mod tests {
         assert_eq!(h.misses_set_indexed(8, 1), None);
     }
 
-    /// Misses of a plain LRU cache of `sets` x `ways` with bit-indexed sets.
-    fn plain_misses(lines: &[u64], sets: u64, ways: usize) -> u64 {
-        let mut cache: Vec<Vec<u64>> = vec![Vec::new(); sets as usize];
-        let mut misses = 0;
-        for &l in lines {
-            let set = &mut cache[(l % sets) as usize];
-            match set.iter().position(|&x| x == l) {
-                Some(p) => {
-                    set.remove(p);
-                }
-                None => {
-                    misses += 1;
-                    if set.len() == ways {
-                        set.pop();
-                    }
-                }
-            }
-            set.insert(0, l);
-        }
-        misses
-    }
-
     /// Lines over a few thousand, with repeats, strides and lines far apart in the address space.
     fn mixed_lines(n: u64, seed: u64) -> Vec<u64> {
         let mut x = seed | 1;
@@ -582,7 +566,7 @@ mod tests {
 
     fn check_caches(h: &Histogram, lines: &[u64], caches: &[(u64, u32)]) {
         for &(sets, ways) in caches {
-            let want = plain_misses(lines, sets, ways as usize) as f64;
+            let want = indexed_misses(lines, sets, ways as usize) as f64;
             assert_eq!(
                 h.misses_set_indexed(sets, ways),
                 Some(want),

@@ -11,6 +11,10 @@ use hetsched_signature::synthetic::{trace, Mix};
 use hetsched_signature::{Format, Kind, ProfileConfig, Profiler, Ref, Sampling, SetModel};
 use proptest::prelude::*;
 
+#[path = "support/plain_lru.rs"]
+mod plain_lru;
+use plain_lru::indexed_misses;
+
 /// Mattson's stack, literally: a vector, most recent first; the distance is the position.
 fn naive_distances(lines: &[u64]) -> Vec<Option<u64>> {
     let mut stack: Vec<u64> = Vec::new();
@@ -201,28 +205,6 @@ fn shards_at_rate_one_is_exact() {
     }
     s.finish(lines.len() as u64, &mut hs);
     assert_eq!(hs, he);
-}
-
-/// A set-indexed LRU cache written plainly: the set of a line is its number modulo `sets`.
-fn indexed_misses(lines: &[u64], sets: u64, ways: usize) -> u64 {
-    let mut cache: Vec<Vec<u64>> = vec![Vec::new(); sets as usize];
-    let mut misses = 0;
-    for &l in lines {
-        let set = &mut cache[(l % sets) as usize];
-        match set.iter().position(|&x| x == l) {
-            Some(p) => {
-                set.remove(p);
-            }
-            None => {
-                misses += 1;
-                if set.len() == ways {
-                    set.pop();
-                }
-            }
-        }
-        set.insert(0, l);
-    }
-    misses
 }
 
 /// Data references of 8 bytes at these lines of 64 bytes, each after an instruction fetch.
