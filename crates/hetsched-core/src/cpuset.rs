@@ -130,7 +130,17 @@ impl CpuSet {
             })
     }
 
-    /// True when the sets share a core.
+    /// Cores of `self` not in `other`.
+    pub fn difference(&self, other: &CpuSet) -> CpuSet {
+        let words = self
+            .words
+            .iter()
+            .enumerate()
+            .map(|(i, a)| a & !other.words.get(i).copied().unwrap_or(0))
+            .collect();
+        CpuSet { words }
+    }
+
     /// Add every core of `other`.
     pub fn union_with(&mut self, other: &CpuSet) {
         if self.words.len() < other.words.len() {
@@ -141,6 +151,7 @@ impl CpuSet {
         }
     }
 
+    /// True when the sets share a core.
     pub fn intersects(&self, other: &CpuSet) -> bool {
         self.words.iter().zip(&other.words).any(|(a, b)| a & b != 0)
     }

@@ -215,6 +215,26 @@ pub struct Amps {
     /// Per thread: the allocation-phase heuristic's state (section 2.4.3).
     alloc: Vec<AllocationPhase>,
     scratch: Scratch,
+    /// Cores left to other threads ([`Amps::close`]).
+    closed: Closed,
+}
+
+/// Cores a combined policy gives to threads of its own ([`Amps::close`]), and those threads.
+#[derive(Clone, Debug, Default)]
+struct Closed {
+    cores: CpuSet,
+    /// Sorted.
+    holders: Vec<ThreadId>,
+}
+
+impl Closed {
+    fn core(&self, c: usize) -> bool {
+        self.cores.contains(CoreId(c as u32))
+    }
+
+    fn holds(&self, t: ThreadId) -> bool {
+        !self.holders.is_empty() && self.holders.binary_search(&t).is_ok()
+    }
 }
 
 /// Per-core state of one balance, reused across calls (no allocation per balance once warm).
@@ -304,14 +324,15 @@ impl Scratch {
         view: &View<'_>,
         numa: NumaMode,
         alloc: &[AllocationPhase],
+        closed: &Closed,
         src: usize,
         dst: CoreId,
     ) -> Option<(ThreadId, bool)> {
-        let may = |t: ThreadId| view.thread(t).user_allowed.contains(dst);
+        let may = |t: ThreadId| view.thread(t).user_allowed.contains(dst) && !closed.holds(t);
         if let Some(&t) = self.waiting(view, src).iter().rev().find(|&&t| may(t)) {
             return Some((t, false));
         }
-        let t = self.running[src]?;
+        let t = self.running[src].filter(|&t| !closed.holds(t))?;
         let obs = view.thread(t);
         let allocating = alloc
             .get(t.index())
@@ -338,6 +359,7 @@ impl Scratch {
         machine: &Machine,
         view: &View<'_>,
         alloc: &[AllocationPhase],
+        closed: &Closed,
         candidates: &mut Vec<(u8, CoreKey)>,
         d: usize,
     ) -> Option<(usize, ThreadId, bool)> {
@@ -352,7 +374,7 @@ impl Scratch {
         candidates.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         if let Some(found) = candidates.iter().find_map(|&(near, k)| {
             let s = k.2 as usize;
-            self.movable(view, machine.numa, alloc, s, dst)
+            self.movable(view, machine.numa, alloc, closed, s, dst)
                 .filter(|&(t, _)| {
                     near < ACROSS_NODES || !costly_across_nodes(machine.numa, view, t, s, d)
                 })
@@ -367,6 +389,7 @@ impl Scratch {
             let faster = machine.speed[d] > machine.speed[s] + LOAD_EPS;
             (s != d
                 && self.runnable[s] == 1
+                && !closed.core(s)
                 && faster
                 && near < ACROSS_NODES
                 && improves(after, self.load(power, s)))
@@ -375,9 +398,44 @@ impl Scratch {
         candidates.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         candidates.iter().find_map(|&(_, k)| {
             let s = k.2 as usize;
-            self.movable(view, machine.numa, alloc, s, dst)
+            self.movable(view, machine.numa, alloc, closed, s, dst)
                 .map(|(t, r)| (s, t, r))
         })
+    }
+
+    /// Move every thread but the holders off the closed cores, each to the open core it would
+    /// start on ([`initial_core`]) given the moves before it.
+    fn vacate(
+        &mut self,
+        view: &View<'_>,
+        machine: &Machine,
+        closed: &Closed,
+        out: &mut Vec<Placement>,
+    ) {
+        for c in closed.cores.iter().map(CoreId::index) {
+            let mut leaving: Vec<(ThreadId, bool)> = self
+                .waiting(view, c)
+                .iter()
+                .filter(|&&t| !closed.holds(t))
+                .map(|&t| (t, false))
+                .collect();
+            leaving.extend(
+                self.running[c]
+                    .filter(|&t| !closed.holds(t))
+                    .map(|t| (t, true)),
+            );
+            for (t, was_running) in leaving {
+                let open = view.thread(t).user_allowed.difference(&closed.cores);
+                let runnable = &self.runnable;
+                let Some(d) =
+                    initial_core(&open, |x| runnable[x.index()], |x| machine.power[x.index()])
+                else {
+                    continue;
+                };
+                self.apply(view, t, was_running, c, d.index());
+                out.push(Placement::pin(t, d));
+            }
+        }
     }
 
     /// Record the move of `t` from `s` to `d` and re-key both cores in `order`.
@@ -540,6 +598,17 @@ impl Amps {
         }
     }
 
+    /// Leave `cores` to `holders`, threads a combined policy places itself: no thread moves to
+    /// them or starts there, a periodic balance moves every other thread off them (each to the
+    /// core it would start on), and the holders never move. With none closed, the policy is the
+    /// paper's.
+    pub fn close(&mut self, cores: &CpuSet, holders: &[ThreadId]) {
+        self.closed.cores.clone_from(cores);
+        self.closed.holders.clear();
+        self.closed.holders.extend_from_slice(holders);
+        self.closed.holders.sort_unstable();
+    }
+
     /// The NUMA policy in force (after the first decision; before it, the configured one).
     pub fn numa_mode(&self) -> Option<NumaMode> {
         self.machine.as_ref().map(|m| m.numa).or(self.config.numa)
@@ -635,11 +704,18 @@ impl Amps {
         if n != view.cores.len() {
             return;
         }
-        if only.is_none() && !may_move(machine, view) {
+        let closed = &self.closed;
+        if only.is_some_and(|d| closed.core(d.index())) {
+            return;
+        }
+        if only.is_none() && closed.cores.is_empty() && !may_move(machine, view) {
             return;
         }
         let sc = &mut self.scratch;
         sc.fill(view);
+        if only.is_none() {
+            sc.vacate(view, machine, closed, out);
+        }
         let mut order = match only {
             None => Orders::new(machine, sc),
             Some(_) => Orders::default(),
@@ -660,7 +736,7 @@ impl Amps {
             idle.clear();
             match only {
                 Some(d) => idle.push(d.index()),
-                None => idle.extend((0..n).filter(|&c| sc.runnable[c] == 0)),
+                None => idle.extend((0..n).filter(|&c| sc.runnable[c] == 0 && !closed.core(c))),
             }
             // The fastest idle core pulls first.
             idle.sort_unstable_by(|&a, &b| power[b].total_cmp(&power[a]).then(a.cmp(&b)));
@@ -669,7 +745,7 @@ impl Amps {
                     continue;
                 }
                 let Some((s, t, was_running)) =
-                    sc.pull_into_idle(machine, view, &self.alloc, candidates, d)
+                    sc.pull_into_idle(machine, view, &self.alloc, closed, candidates, d)
                 else {
                     continue;
                 };
@@ -706,7 +782,7 @@ impl Amps {
                 let dst = CoreId(d as u32);
                 let found = candidates.iter().find_map(|&(_, k)| {
                     let s = k.2 as usize;
-                    sc.movable(view, machine.numa, &self.alloc, s, dst)
+                    sc.movable(view, machine.numa, &self.alloc, closed, s, dst)
                         .map(|m| (s, m))
                 });
                 let Some((s, (t, was_running))) = found else {
@@ -767,13 +843,14 @@ impl Amps {
                 // (then faster) cores, so the first that takes the thread is the one.
                 let try_dest = |d: usize, near: u8| {
                     if d == s
+                        || closed.core(d)
                         || machine.distance(s, d) != near
                         || !machine.keeps_throughput(&sc.runnable, s, d)
                     {
                         return None;
                     }
                     let dst = CoreId(d as u32);
-                    sc.movable(view, machine.numa, &self.alloc, s, dst)
+                    sc.movable(view, machine.numa, &self.alloc, closed, s, dst)
                         .map(|m| (dst, m))
                 };
                 // Within the LLC, then the node, then the whole machine, each in ascending key.
@@ -886,8 +963,15 @@ impl Policy for Amps {
         let here = obs
             .cpu
             .filter(|_| matches!(obs.state, ThreadState::Running | ThreadState::Runnable));
+        let open;
+        let allowed = if self.closed.cores.is_empty() {
+            &obs.user_allowed
+        } else {
+            open = obs.user_allowed.difference(&self.closed.cores);
+            &open
+        };
         initial_core(
-            &obs.user_allowed,
+            allowed,
             |c| {
                 let n = view.core(c).runnable;
                 if Some(c) == here {

@@ -266,6 +266,57 @@ fn an_idle_slow_core_pulls_a_thread_waiting_on_the_fast_core() {
     }
 }
 
+/// A closed core is left to its holder: nothing starts there, an idle one pulls nothing, the
+/// periodic balance moves every other thread off it and never moves the holder, and with nothing
+/// closed the balance is the paper's again.
+#[test]
+fn closed_cores_are_left_to_their_holders() {
+    // Core 0 fast (2.5x); cores 1-3 slow. The holder runs on core 0 with a stray queued behind it.
+    let mut s = State::new(smp("0", "1-3", 2.5));
+    let holder = s.add(0);
+    let stray = s.add(0);
+    s.add(1);
+    s.add(1);
+    let mut amps = Amps::new(AmpsConfig::default());
+    let closed = CpuSet::single(CoreId(0));
+    amps.close(&closed, &[holder]);
+    let out = s.rebalance(&mut amps);
+    assert!(
+        out.iter().all(|p| p.thread != holder),
+        "the holder never moves"
+    );
+    assert!(
+        out.iter().all(|p| !p.cpus.contains(CoreId(0))),
+        "nothing moves to core 0"
+    );
+    assert_ne!(
+        s.threads[stray.index()].cpu,
+        Some(CoreId(0)),
+        "the stray left"
+    );
+    assert_eq!(s.per_core()[0], 1, "the holder alone on its core");
+    // Four threads on the three open cores, one each at most two.
+    assert!(s.per_core()[1..].iter().all(|&n| (1..=2).contains(&n)));
+    // A new thread does not start on the closed core, although it is the fast one.
+    let t = s.add(3);
+    let cores = s.cores();
+    let start = amps.on_thread_start(&s.view(&cores), t).unwrap();
+    assert!(!start.contains(CoreId(0)));
+    // The holder blocks: core 0 idles and is closed no more once the combined policy says so.
+    s.threads[holder.index()].state = ThreadState::Blocked;
+    let cores = s.cores();
+    let mut out = Vec::new();
+    amps.on_core_idle(&s.view(&cores), CoreId(0), &mut out);
+    assert!(out.is_empty(), "closed: the idle call pulls nothing");
+    amps.close(&CpuSet::new(), &[]);
+    amps.on_core_idle(&s.view(&cores), CoreId(0), &mut out);
+    assert_eq!(
+        out.len(),
+        1,
+        "open: the idle fast core pulls a waiting thread"
+    );
+}
+
 #[test]
 fn throughput_gain_counts_cores_that_start_or_stop_being_busy() {
     assert_eq!(throughput_gain(2, 2.5, 0, 1.0), 1.0);

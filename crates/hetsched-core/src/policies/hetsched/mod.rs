@@ -8,8 +8,8 @@
 //! | part        | whose threads                                              | from                 |
 //! |-------------|------------------------------------------------------------|----------------------|
 //! | `fragments` | threads whose application names their data fragment        | Pinter section 4.1   |
-//! | `processes` | threads of multi-threaded processes, when two or more such processes share a multi-node machine, or an asymmetric one on whose fast cores one of them fits whole | Ding et al. section 3.3 |
-//! | `amps`      | every other thread on an asymmetric machine                | AMPS sections 2.2-2.4, plus HASS/Ding benefit swaps |
+//! | `processes` | threads of multi-threaded processes, when two or more such processes share a multi-node machine, or an asymmetric one on whose fast cores one of them fits whole and whose sides each process fits | Ding et al. section 3.3 |
+//! | `amps`      | every other thread on an asymmetric machine                | AMPS sections 2.2-2.4, plus HASS/Ding benefit swaps and cores held alone ([`solo`]) |
 //! | `fpu`       | every other thread on a one-speed machine with shared FPUs | BulldOver section 5  |
 //! | `backend`   | everything else: no placement, the backend balances        | (Linux)              |
 //!
@@ -33,6 +33,10 @@
 //!   estimate when a signature is known, the same model fed by online counters otherwise), by swaps
 //!   that keep AMPS's balance, with a margin and a dwell time against the IPC-driven algorithm's
 //!   thrashing, and across nodes only where AMPS's overhead prediction allows.
+//! - **Single-threaded programs alone on the faster cores while threads outnumber cores**
+//!   ([`solo`]): AMPS's balance says how many threads share each core, not which; a program that
+//!   can use one core only finishes last when it shares one, while a wide process can use every
+//!   core the others leave.
 //! - **Shared FPUs on one-speed machines** (BulldOver): with one core type, capacity balance has
 //!   nothing to add to the backend's; the co-location cost that remains is the shared FPU, so the
 //!   most FP-intensive threads are bound one per module and the rest left to the backend.
@@ -46,6 +50,7 @@
 //! ([`Policy::needs`] lists every signal the parts use).
 
 pub mod benefit;
+mod solo;
 #[cfg(test)]
 mod tests;
 
@@ -60,6 +65,7 @@ use crate::policies::numa_amp::{fast_side, NumaAmp, NumaAmpConfig, PROFILE_PERIO
 use crate::policy::{Hint, PageMove, Placement, Policy, Signal};
 use crate::topology::Topology;
 use benefit::Benefit;
+use solo::Solo;
 use std::collections::HashMap;
 
 /// The policy's name, as users pass it and as the registry lists it.
@@ -131,13 +137,20 @@ pub struct Competition {
     /// Some such process fits whole in the fast cores' share of their threads
     /// ([`crate::policies::numa_amp::metrics::fast_budget`]).
     pub one_fits_fast: bool,
+    /// No such process has more competing threads than the larger side (the fast cores or the
+    /// others) has cores.
+    pub each_fits_a_side: bool,
 }
 
 /// The part for a live thread: `app_threads` live threads in its process (module doc's table).
 /// On an asymmetric machine, processes are placed whole only when one of them can be whole on the
 /// fast cores: when none can, there is no choice of processes to make, and AMPS's balance of their
 /// threads by capacity keeps every thread at the same pace where a whole-process placement would
-/// split one across the sides anyway.
+/// split one across the sides anyway. Nor when a process has more competing threads than either
+/// side has cores: whole on one side it would time-share every core there among its own threads,
+/// the other side left to the rest, and the sides' loads then differ by as much as the processes'
+/// widths do (three barrier jobs of 61-72 threads beside a 3-thread service on 19 fast and 18 slow
+/// cores: 0.92x `linux-default` placed whole, 1.03x balanced).
 pub fn part_for(shape: Shape, t: &ThreadObs, app_threads: u32, c: Competition) -> Part {
     part_by(shape, t.data_fragment.is_some(), app_threads, c)
 }
@@ -151,7 +164,7 @@ fn part_by(shape: Shape, has_fragment: bool, app_threads: u32, c: Competition) -
     let whole_process = app_threads >= 2
         && c.grouped_apps >= 2
         && if shape.asymmetric {
-            c.one_fits_fast
+            c.one_fits_fast && c.each_fits_a_side
         } else {
             shape.numa
         };
@@ -185,6 +198,8 @@ struct ProcessCounts {
     grouped: u32,
     /// Competing threads of those processes.
     grouped_threads: u32,
+    /// Competing threads of every process.
+    threads: u32,
 }
 
 impl ProcessCounts {
@@ -195,6 +210,7 @@ impl ProcessCounts {
         self.sparse.clear();
         self.grouped = 0;
         self.grouped_threads = 0;
+        self.threads = 0;
     }
 
     /// One more competing thread of process `app`.
@@ -215,6 +231,7 @@ impl ProcessCounts {
         };
         let before = *n;
         *n += k;
+        self.threads += k;
         // A process with two or more counts all its threads as grouped.
         let grouped = |n: u32| if n >= 2 { n } else { 0 };
         if before < 2 && *n >= 2 {
@@ -232,14 +249,13 @@ impl ProcessCounts {
         counted(self) == counted(other) && self.sparse == other.sparse
     }
 
-    /// The fewest competing threads of a process with two or more.
-    fn smallest_group(&self) -> Option<u32> {
+    /// The competing threads of each process with two or more.
+    fn groups(&self) -> impl Iterator<Item = u32> + '_ {
         self.dense
             .iter()
             .chain(self.sparse.values())
             .copied()
             .filter(|&n| n >= 2)
-            .min()
     }
 
     /// How the multi-threaded processes compete on a machine of `fast` fastest cores and `slow`
@@ -248,8 +264,9 @@ impl ProcessCounts {
         let budget = fast_budget(self.grouped_threads as usize, fast, slow);
         Competition {
             grouped_apps: self.grouped,
+            each_fits_a_side: self.groups().max().unwrap_or(0) as usize <= fast.max(slow),
             one_fits_fast: self.grouped >= 2
-                && self.smallest_group().is_some_and(|n| n as usize <= budget),
+                && self.groups().min().is_some_and(|n| n as usize <= budget),
         }
     }
 
@@ -313,6 +330,10 @@ pub struct Hetsched {
     fpu: Bulldover,
     fragments: DataSharing,
     benefit: Benefit,
+    /// Cores held alone by single-threaded processes of the AMPS part ([`solo`]).
+    solo: Solo,
+    /// The cores they may hold (learnt with the machine).
+    faster_cores: Option<Vec<CoreId>>,
     shape: Option<Shape>,
     /// Per thread: its part while it lives.
     part: Vec<Option<Part>>,
@@ -375,6 +396,8 @@ impl Hetsched {
             }),
             fragments: DataSharing::new(),
             benefit: Benefit::default(),
+            solo: Solo::default(),
+            faster_cores: None,
             shape: None,
             part: Vec::new(),
             count: [0; 5],
@@ -402,6 +425,11 @@ impl Hetsched {
     /// The part that places a thread now.
     pub fn part_of(&self, t: ThreadId) -> Option<Part> {
         self.part.get(t.index()).copied().flatten()
+    }
+
+    /// The core a single-threaded program holds alone ([`solo`]).
+    pub fn held_core(&self, t: ThreadId) -> Option<CoreId> {
+        self.solo.core_of(t)
     }
 
     /// The benefit estimate of a thread (a fast core's speedup over a slow one), once measured.
@@ -449,8 +477,13 @@ impl Hetsched {
             masked,
             part,
             count,
+            solo,
             ..
         } = self;
+        if which == Part::Amps {
+            // The cores held alone are not the AMPS part's to balance.
+            amps.close(&solo.closed(view), solo.holders());
+        }
         let policy: &mut dyn Policy = match which {
             Part::Backend => return None,
             Part::Amps => amps,
@@ -507,6 +540,7 @@ impl Hetsched {
             Part::Amps => {
                 self.amps.on_thread_exit(view, t);
                 self.benefit.forget(t);
+                self.solo.release(t);
             }
             Part::Processes => self.processes.on_thread_exit(view, t),
             Part::Fpu => self.fpu.on_thread_exit(view, t),
@@ -531,7 +565,11 @@ impl Hetsched {
         // so it sees the whole view (a masked one per entering thread would cost O(threads) each).
         match p {
             Part::Backend => Some(view.thread(t).user_allowed.clone()),
-            Part::Amps => self.amps.on_thread_start(view, t),
+            Part::Amps => {
+                self.amps
+                    .close(&self.solo.closed(view), self.solo.holders());
+                self.amps.on_thread_start(view, t)
+            }
             Part::Processes => self.processes.on_thread_start(view, t),
             Part::Fpu => self.fpu.on_thread_start(view, t),
             Part::Fragments => self.fragments.on_thread_start(view, t),
@@ -625,6 +663,44 @@ impl Hetsched {
         self.counts.add(t.app);
     }
 
+    /// Cores of their own for the AMPS part's single-threaded processes while threads outnumber
+    /// cores ([`solo`]), and the AMPS part's other threads off them.
+    fn hold_cores(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
+        let topo = view.topology;
+        let shape = self.learn(topo);
+        let n = topo.num_cores();
+        let total = self.counts.threads as usize;
+        // Only where the AMPS part places every thread: another part's threads would share the
+        // held cores.
+        let live: usize = self.count.iter().sum();
+        let all_amps = self.count[Part::Amps.index()] == live && live > 0;
+        if !shape.asymmetric || total <= n || !all_amps {
+            self.solo.release_all();
+            return;
+        }
+        let given = self
+            .faster_cores
+            .get_or_insert_with(|| solo::faster_cores(topo));
+        // The AMPS part's competing single-threaded programs, those that gain most first.
+        let mut singles: Vec<(f64, ThreadId)> = Vec::new();
+        for (i, a) in self.activity.iter().enumerate().take(view.threads.len()) {
+            if a.counted && self.counts.get(a.app) == 1 && self.part[i] == Some(Part::Amps) {
+                let id = ThreadId(i as u32);
+                singles.push((self.benefit.estimate(id).unwrap_or(1.0), id));
+            }
+        }
+        // All of them or none: a program left out would share the slowest cores with the rest
+        // and finish last. And only while the other threads can keep every core busy once the
+        // single-threaded programs are done.
+        if singles.is_empty() || singles.len() > given.len() || total - singles.len() < n {
+            self.solo.release_all();
+            return;
+        }
+        singles.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let held: Vec<ThreadId> = singles.iter().map(|x| x.1).collect();
+        self.solo.assign(view, &held, &given[..held.len()], out);
+    }
+
     /// Give every live thread the part its situation calls for; threads that change part are
     /// placed by their new part at once. Leaves the threads per process that compete for CPU in
     /// `self.counts`.
@@ -716,6 +792,9 @@ impl Policy for Hetsched {
 
     fn rebalance(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
         self.reassign(view, out);
+        if view.now_ns >= self.due[Part::Amps.index()] {
+            self.hold_cores(view, out);
+        }
         let mut amps_moved = Vec::new();
         for p in Part::ALL {
             if p == Part::Backend || self.count[p.index()] == 0 || view.now_ns < self.due[p.index()]
@@ -731,7 +810,7 @@ impl Policy for Hetsched {
         }
         let shape = self.learn(view.topology);
         if shape.asymmetric && self.count[Part::Amps.index()] > 0 && self.benefit.due(view.now_ns) {
-            let (part, counts) = (&self.part, &self.counts);
+            let (part, counts, solo) = (&self.part, &self.counts, &self.solo);
             let ours =
                 |t: &ThreadObs| part.get(t.id.index()).copied().flatten() == Some(Part::Amps);
             self.benefit.observe(view, ours);
@@ -740,7 +819,12 @@ impl Policy for Hetsched {
                 // A thread of a multi-threaded process waits for its siblings at every barrier:
                 // its own gain from a faster core is not its process's, so only single-threaded
                 // processes swap.
-                |t| ours(t) && !amps_moved.contains(&t.id) && counts.get(t.app) == 1,
+                |t| {
+                    ours(t)
+                        && !amps_moved.contains(&t.id)
+                        && counts.get(t.app) == 1
+                        && solo.core_of(t.id).is_none()
+                },
                 |t| counts.get(t.app) == 1,
                 out,
                 &mut self.page_moves,
@@ -806,7 +890,10 @@ impl Policy for Hetsched {
     /// The AMPS part's threads: the other parts restrict threads by design (whole processes to
     /// one side, a data fragment's threads in succession on one CPU, FPU groups).
     fn conserves_work_for(&self, view: &View<'_>, thread: ThreadId, core: CoreId) -> bool {
-        self.part_of(thread) == Some(Part::Amps) && self.amps.conserves_work_for(view, thread, core)
+        self.part_of(thread) == Some(Part::Amps)
+            && self.solo.core_of(thread).is_none()
+            && !self.solo.closed(view).contains(core)
+            && self.amps.conserves_work_for(view, thread, core)
     }
 
     fn take_page_moves(&mut self, out: &mut Vec<PageMove>) {

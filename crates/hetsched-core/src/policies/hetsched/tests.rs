@@ -100,6 +100,7 @@ impl Bench {
             t.counters.llc_refs += 2.0 * b.stall * period / latency;
             t.counters.fp_busy_cycles += b.fp * cycles;
         }
+        self.queue();
         let cores = self.cores();
         let mut out = Vec::new();
         let v = crate::policies::fixture::view(&self.topo, &self.threads, &cores, self.now);
@@ -107,6 +108,21 @@ impl Bench {
         p.take_page_moves(&mut self.pages);
         self.apply(&out);
         out
+    }
+
+    /// As a backend shows them: on each core the first runnable thread runs, the others wait.
+    fn queue(&mut self) {
+        let mut busy = vec![false; self.topo.num_cores()];
+        for t in &mut self.threads {
+            if let (Some(c), ThreadState::Running | ThreadState::Runnable) = (t.cpu, t.state) {
+                let first = !std::mem::replace(&mut busy[c.index()], true);
+                t.state = if first {
+                    ThreadState::Running
+                } else {
+                    ThreadState::Runnable
+                };
+            }
+        }
     }
 
     fn cpu(&self, t: ThreadId) -> CoreId {
@@ -138,6 +154,7 @@ fn each_thread_goes_to_the_part_its_situation_calls_for() {
     let c = |grouped_apps: u32, one_fits_fast: bool| Competition {
         grouped_apps,
         one_fits_fast,
+        each_fits_a_side: true,
     };
     assert_eq!(part_for(amp, &hinted, 4, c(2, true)), Part::Fragments);
     assert_eq!(part_for(smp, &hinted, 1, c(0, false)), Part::Fragments);
@@ -146,6 +163,12 @@ fn each_thread_goes_to_the_part_its_situation_calls_for() {
     assert_eq!(part_for(amp, &t, 4, c(2, true)), Part::Processes);
     // None fits: no choice of processes to make; AMPS balances their threads.
     assert_eq!(part_for(amp, &t, 4, c(2, false)), Part::Amps);
+    // One fits, but another is wider than either side: AMPS balances them.
+    let too_wide = Competition {
+        each_fits_a_side: false,
+        ..c(2, true)
+    };
+    assert_eq!(part_for(amp, &t, 4, too_wide), Part::Amps);
     // One multi-threaded process: AMPS's capacity-proportional balance, faster-core-first.
     assert_eq!(part_for(amp, &t, 4, c(1, false)), Part::Amps);
     // A single-threaded process: AMPS with benefit swaps.
@@ -546,4 +569,68 @@ fn an_unchanged_system_is_not_reassigned_and_a_change_is() {
     s.threads[b.index()].state = ThreadState::Exited;
     s.period(&mut p);
     assert_eq!(p.part_of(b), None);
+}
+
+/// `amps-smp` (2 fast + 6 slow cores) with one single-threaded program and `wide` threads of one
+/// other process, all running: the program's thread, the others', after two periods.
+fn one_program_beside(p: &mut Hetsched, wide: u32) -> (Bench, ThreadId, Vec<ThreadId>) {
+    let mut s = Bench::new("amps-smp");
+    // The program starts last, on a slow core, so that holding a fast core means moving it.
+    let others: Vec<ThreadId> = (0..wide).map(|i| s.start(p, 1, i % 8, COMPUTE)).collect();
+    let single = s.start(p, 0, 7, COMPUTE);
+    s.period(p);
+    s.period(p);
+    (s, single, others)
+}
+
+/// Threads outnumber cores: the single-threaded program holds a fast core alone, the other
+/// process's threads share the rest, and none is placed on the held core again.
+#[test]
+fn a_single_threaded_program_holds_a_fast_core_while_threads_outnumber_cores() {
+    let mut p = policy();
+    let (mut s, single, others) = one_program_beside(&mut p, 10);
+    let fast = s.topo.class_cores(s.topo.classes_by_speed()[0]);
+    let held = s.cpu(single);
+    assert!(fast.contains(held), "on a fast core: {held:?}");
+    assert_eq!(p.held_core(single), Some(held));
+    for _ in 0..3 {
+        s.period(&mut p);
+        assert_eq!(s.cpu(single), held, "keeps its core");
+        for &t in &others {
+            assert_ne!(s.cpu(t), held, "thread {t:?} on the held core");
+        }
+    }
+    // The program blocks: its core is open to the others again, and closes when it runs.
+    s.threads[single.index()].state = ThreadState::Blocked;
+    let cores = s.cores();
+    let v = crate::policies::fixture::view(&s.topo, &s.threads, &cores, s.now);
+    assert!(p.conserves_work_for(&v, others[0], held));
+    s.threads[single.index()].state = ThreadState::Running;
+    let cores = s.cores();
+    let v = crate::policies::fixture::view(&s.topo, &s.threads, &cores, s.now);
+    assert!(!p.conserves_work_for(&v, others[0], held));
+}
+
+/// As many threads as cores: every thread has a core already, and nothing is held.
+#[test]
+fn nothing_is_held_while_every_thread_has_a_core() {
+    let mut p = policy();
+    let (_, single, _) = one_program_beside(&mut p, 7);
+    assert_eq!(p.held_core(single), None);
+}
+
+/// More single-threaded programs than fast cores: none holds one (those left over would share
+/// the slow cores with everything else and finish last).
+#[test]
+fn all_programs_hold_a_core_or_none_does() {
+    let mut p = policy();
+    let mut s = Bench::new("amps-smp");
+    let wide: Vec<ThreadId> = (0..10)
+        .map(|i| s.start(&mut p, 9, i % 8, COMPUTE))
+        .collect();
+    let singles: Vec<ThreadId> = (0..3).map(|i| s.start(&mut p, i, 5 + i, COMPUTE)).collect();
+    s.period(&mut p);
+    s.period(&mut p);
+    assert!(singles.iter().all(|&t| p.held_core(t).is_none()));
+    assert!(wide.iter().all(|&t| p.part_of(t) == Some(Part::Amps)));
 }
