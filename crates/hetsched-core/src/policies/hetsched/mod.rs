@@ -8,7 +8,7 @@
 //! | part        | whose threads                                              | from                 |
 //! |-------------|------------------------------------------------------------|----------------------|
 //! | `fragments` | threads whose application names their data fragment        | Pinter section 4.1   |
-//! | `processes` | threads of multi-threaded processes, when two or more such processes share a multi-node machine, or an asymmetric one on whose fast cores one of them fits whole and whose sides each process fits | Ding et al. section 3.3 |
+//! | `processes` | threads of multi-threaded processes, when two or more such processes share a multi-node machine, or an asymmetric one on whose fast cores one of them fits whole, whose sides each process fits, and whose threads keep more cores busy than it has fast ones | Ding et al. section 3.3 |
 //! | `amps`      | every other thread on an asymmetric machine                | AMPS sections 2.2-2.4, plus HASS/Ding benefit swaps and cores held alone ([`solo`]) |
 //! | `fpu`       | every other thread on a one-speed machine with shared FPUs | BulldOver section 5  |
 //! | `backend`   | everything else: no placement, the backend balances        | (Linux)              |
@@ -140,6 +140,8 @@ pub struct Competition {
     /// No such process has more competing threads than the larger side (the fast cores or the
     /// others) has cores.
     pub each_fits_a_side: bool,
+    /// The threads keep more cores busy than there are fast cores.
+    pub busy_beyond_fast: bool,
 }
 
 /// The part for a live thread: `app_threads` live threads in its process (module doc's table).
@@ -150,7 +152,10 @@ pub struct Competition {
 /// side has cores: whole on one side it would time-share every core there among its own threads,
 /// the other side left to the rest, and the sides' loads then differ by as much as the processes'
 /// widths do (three barrier jobs of 61-72 threads beside a 3-thread service on 19 fast and 18 slow
-/// cores: 0.92x `linux-default` placed whole, 1.03x balanced).
+/// cores: 0.92x `linux-default` placed whole, 1.03x balanced). Nor when the threads keep no more
+/// cores busy than there are fast cores: every thread can have one when it runs, and there is
+/// nothing to choose (two request services of 9 and 19 threads keeping about 8 of 22 fast cores
+/// busy: 0.84x placed whole, one held to the slow cores while fast cores idled; 1.00x balanced).
 pub fn part_for(shape: Shape, t: &ThreadObs, app_threads: u32, c: Competition) -> Part {
     part_by(shape, t.data_fragment.is_some(), app_threads, c)
 }
@@ -164,7 +169,7 @@ fn part_by(shape: Shape, has_fragment: bool, app_threads: u32, c: Competition) -
     let whole_process = app_threads >= 2
         && c.grouped_apps >= 2
         && if shape.asymmetric {
-            c.one_fits_fast && c.each_fits_a_side
+            c.one_fits_fast && c.each_fits_a_side && c.busy_beyond_fast
         } else {
             shape.numa
         };
@@ -183,6 +188,10 @@ fn part_by(shape: Shape, has_fragment: bool, app_threads: u32, c: Competition) -
 /// work (ours: twice the 1 s sampling period of BulldOver and Ding, so a thread that waits at a
 /// barrier or for I/O between two samples keeps counting).
 pub const ACTIVE_WINDOW_NS: u64 = 2_000_000_000;
+
+/// Over how long the cores' worth of CPU time the threads use is smoothed (ours: the order of
+/// Linux's utilization tracking, whose PELT half-life is 32 ms, and of the benefit period).
+pub const DEMAND_WINDOW_NS: u64 = 100_000_000;
 
 /// Competing threads per process, and how many processes have two or more. Process ids are small
 /// dense integers in both backends (one counter per process), so the counts are a vector indexed
@@ -265,6 +274,7 @@ impl ProcessCounts {
         Competition {
             grouped_apps: self.grouped,
             each_fits_a_side: self.groups().max().unwrap_or(0) as usize <= fast.max(slow),
+            busy_beyond_fast: true,
             one_fits_fast: self.grouped >= 2
                 && self.groups().min().is_some_and(|n| n as usize <= budget),
         }
@@ -351,6 +361,9 @@ pub struct Hetsched {
     counts: ProcessCounts,
     /// When `counts` was last counted in full.
     counted_at: Option<u64>,
+    /// Cores' worth of CPU time the threads used, smoothed over [`DEMAND_WINDOW_NS`]; `None`
+    /// before two counts.
+    busy_cores: Option<f64>,
     /// What the last [`Hetsched::reassign`] decided the parts on: the counts and how the
     /// processes competed. While they, the threads' processes, fragments and exits, and the parts
     /// themselves stay as they were, every thread is in the part it would be given again.
@@ -413,6 +426,7 @@ impl Hetsched {
             activity: Vec::new(),
             counts: ProcessCounts::default(),
             counted_at: None,
+            busy_cores: None,
             assigned_on: None,
             inputs_changed: false,
             parts_touched: false,
@@ -443,7 +457,11 @@ impl Hetsched {
             let fast = fast_side(topo).len();
             (fast, topo.num_cores() - fast)
         });
-        self.counts.competition(fast, slow)
+        Competition {
+            // Unmeasured, the demand counts as beyond the fast cores (nothing is decided on it).
+            busy_beyond_fast: self.busy_cores.is_none_or(|b| b > fast as f64),
+            ..self.counts.competition(fast, slow)
+        }
     }
 
     fn learn(&mut self, topo: &Topology) -> Shape {
@@ -589,6 +607,8 @@ impl Hetsched {
         // not wait on the previous thread's increment.
         let mut run: Option<(AppId, u32)> = None;
         let mut changed = false;
+        // CPU time used since the last count, all threads.
+        let mut used = 0.0;
         for (t, a) in view.threads.iter().zip(self.activity.iter_mut()) {
             a.counted = false;
             let exited = t.state == ThreadState::Exited;
@@ -603,6 +623,9 @@ impl Hetsched {
             a.has_fragment = has_fragment;
             let cpu = t.counters.cpu_time_ns;
             if !a.seen || cpu > a.cpu_ns {
+                if a.seen {
+                    used += cpu - a.cpu_ns;
+                }
                 a.seen = true;
                 a.cpu_ns = cpu;
                 a.until_ns = view.now_ns + ACTIVE_WINDOW_NS;
@@ -624,6 +647,15 @@ impl Hetsched {
             counts.add_many(app, k);
         }
         self.inputs_changed |= changed;
+        if let Some(at) = self.counted_at.filter(|&at| view.now_ns > at) {
+            let dt = (view.now_ns - at) as f64;
+            let busy = used / dt;
+            let weight = (dt / DEMAND_WINDOW_NS as f64).min(1.0);
+            self.busy_cores = Some(match self.busy_cores {
+                Some(b) => b + weight * (busy - b),
+                None => busy,
+            });
+        }
         self.counted_at = Some(view.now_ns);
     }
 

@@ -21,6 +21,8 @@ fn preset(name: &str) -> Topology {
 struct Behaviour {
     stall: f64,
     fp: f64,
+    /// The share of each period it sleeps (a request service waiting for work).
+    sleep: f64,
 }
 
 /// Hand-driven threads under the policy: every period each runnable thread runs for the whole
@@ -92,6 +94,7 @@ impl Bench {
             let Some(c) = t.cpu else { continue };
             let ghz = self.topo.class_of(c).effective_ghz().unwrap_or(2.0);
             let latency = self.topo.latency_ns(c, self.topo.node_of(c));
+            let period = period * (1.0 - b.sleep);
             let cycles = period * ghz;
             t.counters.cpu_time_ns += period;
             t.counters.cycles += cycles;
@@ -137,10 +140,12 @@ fn policy() -> Hetsched {
 const MEMORY: Behaviour = Behaviour {
     stall: 0.8,
     fp: 0.0,
+    sleep: 0.0,
 };
 const COMPUTE: Behaviour = Behaviour {
     stall: 0.0,
     fp: 0.0,
+    sleep: 0.0,
 };
 
 #[test]
@@ -155,6 +160,7 @@ fn each_thread_goes_to_the_part_its_situation_calls_for() {
         grouped_apps,
         one_fits_fast,
         each_fits_a_side: true,
+        busy_beyond_fast: true,
     };
     assert_eq!(part_for(amp, &hinted, 4, c(2, true)), Part::Fragments);
     assert_eq!(part_for(smp, &hinted, 1, c(0, false)), Part::Fragments);
@@ -279,11 +285,11 @@ fn differences_under_the_margin_swap_nothing() {
     // cross every period, 1.60 against 1.66 and back: without a margin they would swap.
     let low = Behaviour {
         stall: 0.40,
-        fp: 0.0,
+        ..COMPUTE
     };
     let high = Behaviour {
         stall: 0.2048,
-        fp: 0.0,
+        ..COMPUTE
     };
     let ids: Vec<ThreadId> = [low, low, high, high]
         .iter()
@@ -376,10 +382,7 @@ fn node_residency_gates_swaps_across_nodes() {
 fn fpu_busy_cycles_spread_fp_threads_one_per_module() {
     let mut s = Bench::new("bulldover");
     let mut p = policy();
-    let fp = Behaviour {
-        stall: 0.0,
-        fp: 0.9,
-    };
+    let fp = Behaviour { fp: 0.9, ..COMPUTE };
     // The backend put the four FP threads pairwise on modules 0 and 1.
     let fps: Vec<ThreadId> = (0..4).map(|a| s.start(&mut p, a, a, fp)).collect();
     for a in 4..8 {
@@ -469,19 +472,22 @@ fn data_fragment_hints_group_threads_on_one_cpu() {
     assert_eq!(s.threads[ids[3].index()].allowed, s.topo.all_cores());
 }
 
-/// A process that gains a second thread stays with AMPS while it is the only multi-threaded one;
-/// once a second multi-threaded process exists, both run whole.
+/// A process that gains more threads stays with AMPS while it is the only multi-threaded one;
+/// once a second multi-threaded process exists (and the two keep more cores busy than the 4 fast
+/// ones), both run whole.
 #[test]
 fn a_thread_changes_part_when_its_process_does() {
     let mut s = Bench::new("ding-4f12s");
     let mut p = policy();
     let a = s.start(&mut p, 0, 4, COMPUTE);
     assert_eq!(p.part_of(a), Some(Part::Amps));
-    s.start(&mut p, 0, 5, COMPUTE);
+    for cpu in 5..8 {
+        s.start(&mut p, 0, cpu, COMPUTE);
+    }
     s.period(&mut p);
     assert_eq!(p.part_of(a), Some(Part::Amps), "one multi-threaded process");
-    let c = s.start(&mut p, 1, 6, COMPUTE);
-    s.start(&mut p, 1, 7, COMPUTE);
+    let c = s.start(&mut p, 1, 8, COMPUTE);
+    s.start(&mut p, 1, 9, COMPUTE);
     s.period(&mut p);
     assert_eq!(p.part_of(a), Some(Part::Processes));
     assert_eq!(p.part_of(c), Some(Part::Processes));
@@ -633,4 +639,24 @@ fn all_programs_hold_a_core_or_none_does() {
     s.period(&mut p);
     assert!(singles.iter().all(|&t| p.held_core(t).is_none()));
     assert!(wide.iter().all(|&t| p.part_of(t) == Some(Part::Amps)));
+}
+
+/// Two 3-thread processes on 4 fast + 12 slow cores: busy, they keep 6 cores busy, more than the
+/// fast cores, and run whole (Ding); sleeping 80% of the time they keep 1.2 busy, every thread
+/// can have a fast core when it runs, and AMPS places them (whole, one process would have taken
+/// the fast cores and left the other's requests to the slow ones).
+#[test]
+fn processes_run_whole_only_while_they_keep_more_cores_busy_than_the_fast_ones() {
+    for (sleep, want) in [(0.0, Part::Processes), (0.8, Part::Amps)] {
+        let mut s = Bench::new("ding-4f12s");
+        let mut p = policy();
+        let b = Behaviour { sleep, ..COMPUTE };
+        let threads: Vec<ThreadId> = (0..6).map(|i| s.start(&mut p, i / 3, 4 + i, b)).collect();
+        for _ in 0..5 {
+            s.period(&mut p);
+        }
+        for &t in &threads {
+            assert_eq!(p.part_of(t), Some(want), "sleeping {sleep}");
+        }
+    }
 }
