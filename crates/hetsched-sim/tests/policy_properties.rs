@@ -364,7 +364,7 @@ proptest! {
 
     /// `hetsched` >= 0.99x the default baseline by makespan.
     ///
-    /// Does not hold yet: 11 of 200 cases of the survey fall below, the worst at 0.913x (11
+    /// Does not hold yet: 10 of 200 cases of the survey fall below, the worst at 0.913x (11
     /// single-threaded programs on 2 + 2 + 1 + 2 cores of four speeds, with no wide process
     /// beside them to take the cores they share). Others: a long program left on a slow core of
     /// another node when the fast cores free up (AMPS's overhead prediction forbids the move the
@@ -383,7 +383,7 @@ proptest! {
 
     /// `hetsched` >= 0.97x the best other policy by makespan.
     ///
-    /// Does not hold yet: 12 of 200 cases of the survey fall below, the worst at 0.819x `hass`
+    /// Does not hold yet: 13 of 200 cases of the survey fall below, the worst at 0.819x `hass`
     /// (18 + 22 + 9 + 5 cores at 2.2, 2.08, 1.86 and 1.0 GHz in 4 nodes with shared LLCs; 60
     /// memory-bound programs and an 11-thread service: `hass`, `numa-amp` and the baseline keep
     /// memory-bound programs apart, AMPS's balance does not look at contention). Others: a

@@ -235,6 +235,14 @@ impl Closed {
     fn holds(&self, t: ThreadId) -> bool {
         !self.holders.is_empty() && self.holders.binary_search(&t).is_ok()
     }
+
+    /// Some closed core runs or queues a thread that is not a holder.
+    fn strays(&self, view: &View<'_>) -> bool {
+        self.cores.iter().any(|c| {
+            let core = view.core(c);
+            core.runnable > 1 || core.current.is_some_and(|t| !self.holds(t))
+        })
+    }
 }
 
 /// Per-core state of one balance, reused across calls (no allocation per balance once warm).
@@ -404,7 +412,8 @@ impl Scratch {
     }
 
     /// Move every thread but the holders off the closed cores, each to the open core it would
-    /// start on ([`initial_core`]) given the moves before it.
+    /// start on ([`initial_core`]) given the moves before it, within the closed core's node where
+    /// its mask allows.
     fn vacate(
         &mut self,
         view: &View<'_>,
@@ -424,8 +433,15 @@ impl Scratch {
                     .filter(|&t| !closed.holds(t))
                     .map(|t| (t, true)),
             );
+            // Within the core's node where its mask allows, as the rest of the balance prefers.
+            let node: CpuSet = machine.node_cores[machine.node[c].index()]
+                .iter()
+                .map(|&x| CoreId(x))
+                .collect();
             for (t, was_running) in leaving {
                 let open = view.thread(t).user_allowed.difference(&closed.cores);
+                let near = open.intersection(&node);
+                let open = if near.is_empty() { open } else { near };
                 let runnable = &self.runnable;
                 let Some(d) =
                     initial_core(&open, |x| runnable[x.index()], |x| machine.power[x.index()])
@@ -599,8 +615,9 @@ impl Amps {
     }
 
     /// Leave `cores` to `holders`, threads a combined policy places itself: no thread moves to
-    /// them or starts there, a periodic balance moves every other thread off them (each to the
-    /// core it would start on), and the holders never move. With none closed, the policy is the
+    /// them or starts there (a thread whose user mask holds only closed cores is left where the
+    /// backend puts it), a periodic balance moves every other thread off them (each to the core
+    /// it would start on), and the holders never move. With none closed, the policy is the
     /// paper's.
     pub fn close(&mut self, cores: &CpuSet, holders: &[ThreadId]) {
         self.closed.cores.clone_from(cores);
@@ -708,7 +725,7 @@ impl Amps {
         if only.is_some_and(|d| closed.core(d.index())) {
             return;
         }
-        if only.is_none() && closed.cores.is_empty() && !may_move(machine, view) {
+        if only.is_none() && !closed.strays(view) && !may_move(machine, view) {
             return;
         }
         let sc = &mut self.scratch;

@@ -8,7 +8,7 @@
 //! | part        | whose threads                                              | from                 |
 //! |-------------|------------------------------------------------------------|----------------------|
 //! | `fragments` | threads whose application names their data fragment        | Pinter section 4.1   |
-//! | `processes` | threads of multi-threaded processes, when two or more such processes share a multi-node machine, or an asymmetric one on whose fast cores one of them fits whole, whose sides each process fits, and whose threads keep more cores busy than it has fast ones | Ding et al. section 3.3 |
+//! | `processes` | threads of multi-threaded processes, when two or more such processes share a multi-node machine, or an asymmetric one on whose fast cores one of them fits whole, where none is wider than the larger side, and whose threads (all of them) keep more cores busy than it has fast ones | Ding et al. section 3.3 |
 //! | `amps`      | every other thread on an asymmetric machine                | AMPS sections 2.2-2.4, plus HASS/Ding benefit swaps and cores held alone ([`solo`]) |
 //! | `fpu`       | every other thread on a one-speed machine with shared FPUs | BulldOver section 5  |
 //! | `backend`   | everything else: no placement, the backend balances        | (Linux)              |
@@ -273,7 +273,10 @@ impl ProcessCounts {
         let budget = fast_budget(self.grouped_threads as usize, fast, slow);
         Competition {
             grouped_apps: self.grouped,
-            each_fits_a_side: self.groups().max().unwrap_or(0) as usize <= fast.max(slow),
+            // Read only when two processes or more compete (`part_by`): no pass over the
+            // processes at each thread start otherwise.
+            each_fits_a_side: self.grouped < 2
+                || self.groups().max().unwrap_or(0) as usize <= fast.max(slow),
             busy_beyond_fast: true,
             one_fits_fast: self.grouped >= 2
                 && self.groups().min().is_some_and(|n| n as usize <= budget),
@@ -719,6 +722,9 @@ impl Hetsched {
             if a.counted && self.counts.get(a.app) == 1 && self.part[i] == Some(Part::Amps) {
                 let id = ThreadId(i as u32);
                 singles.push((self.benefit.estimate(id).unwrap_or(1.0), id));
+                if singles.len() > given.len() {
+                    break;
+                }
             }
         }
         // All of them or none: a program left out would share the slowest cores with the rest
@@ -924,7 +930,7 @@ impl Policy for Hetsched {
     fn conserves_work_for(&self, view: &View<'_>, thread: ThreadId, core: CoreId) -> bool {
         self.part_of(thread) == Some(Part::Amps)
             && self.solo.core_of(thread).is_none()
-            && !self.solo.closed(view).contains(core)
+            && !self.solo.closes(view, core)
             && self.amps.conserves_work_for(view, thread, core)
     }
 

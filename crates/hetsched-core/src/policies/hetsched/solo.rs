@@ -95,6 +95,16 @@ impl Solo {
         &self.holders
     }
 
+    /// Whether core `c` is closed now ([`Solo::closed`]).
+    pub fn closes(&self, view: &View<'_>, c: CoreId) -> bool {
+        self.holder
+            .get(c.index())
+            .copied()
+            .flatten()
+            .and_then(|t| view.threads.get(t.index()))
+            .is_some_and(|obs| runs(obs.state))
+    }
+
     /// The cores closed to the AMPS part's other threads: those whose holder runs or waits to.
     pub fn closed(&self, view: &View<'_>) -> CpuSet {
         let mut set = CpuSet::new();
@@ -111,7 +121,8 @@ impl Solo {
     /// Give the cores of `given` (fastest first) to `candidates` (the programs of most gain
     /// first): a candidate that holds one of them keeps it, the others take the free ones in
     /// order where their user masks allow. Holders that are no longer candidates, or whose core is
-    /// no longer given, let go. Pins the threads that move.
+    /// no longer given or allowed, let go; if a candidate's mask allows none of the cores left,
+    /// none holds a core. Pins the threads that move (`out` gains nothing when none holds).
     pub fn assign(
         &mut self,
         view: &View<'_>,
@@ -135,8 +146,11 @@ impl Solo {
             is_candidate[t.index()] = true;
         }
         for t in self.holders.clone() {
-            let keep =
-                is_candidate[t.index()] && self.core_of(t).is_some_and(|c| is_given[c.index()]);
+            // A holder whose user mask no longer allows its core lets go too.
+            let keep = is_candidate[t.index()]
+                && self.core_of(t).is_some_and(|c| {
+                    is_given[c.index()] && view.thread(t).user_allowed.contains(c)
+                });
             if !keep {
                 self.release(t);
             }
@@ -164,7 +178,12 @@ impl Solo {
                     }
                 },
             };
-            let Some(c) = c else { continue };
+            let Some(c) = c else {
+                // Its mask allows none of the cores left: all of the programs or none.
+                self.release_all();
+                out.retain(|p| !candidates.contains(&p.thread));
+                return;
+            };
             self.holder[c.index()] = Some(t);
             self.held[t.index()] = Some(c);
             self.holders.push(t);
