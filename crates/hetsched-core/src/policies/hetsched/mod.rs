@@ -193,6 +193,11 @@ pub const ACTIVE_WINDOW_NS: u64 = 2_000_000_000;
 /// Linux's utilization tracking, whose PELT half-life is 32 ms, and of the benefit period).
 pub const DEMAND_WINDOW_NS: u64 = 100_000_000;
 
+/// How far under the fast cores the busy cores must fall before processes stop being placed whole
+/// (ours: a tenth, over the few percent a steady demand's smoothed figure moves, like the benefit
+/// swaps' margin).
+pub const BUSY_BAND: f64 = 0.1;
+
 /// Competing threads per process, and how many processes have two or more. Process ids are small
 /// dense integers in both backends (one counter per process), so the counts are a vector indexed
 /// by id, reused from call to call (it is filled for every thread start and every balance); an id
@@ -367,6 +372,8 @@ pub struct Hetsched {
     /// Cores' worth of CPU time the threads used, smoothed over [`DEMAND_WINDOW_NS`]; `None`
     /// before two counts.
     busy_cores: Option<f64>,
+    /// What the last decision said of it against the fast cores ([`BUSY_BAND`]).
+    busy_beyond_fast: bool,
     /// What the last [`Hetsched::reassign`] decided the parts on: the counts and how the
     /// processes competed. While they, the threads' processes, fragments and exits, and the parts
     /// themselves stay as they were, every thread is in the part it would be given again.
@@ -430,6 +437,7 @@ impl Hetsched {
             counts: ProcessCounts::default(),
             counted_at: None,
             busy_cores: None,
+            busy_beyond_fast: true,
             assigned_on: None,
             inputs_changed: false,
             parts_touched: false,
@@ -460,9 +468,17 @@ impl Hetsched {
             let fast = fast_side(topo).len();
             (fast, topo.num_cores() - fast)
         });
+        // Unmeasured, the demand counts as beyond the fast cores (nothing is decided on it). Once
+        // beyond, it must fall below the band under the fast cores to count as within them again,
+        // so a demand that hovers at the fast cores does not move whole processes back and forth.
+        let beyond = match self.busy_cores {
+            None => true,
+            Some(b) if self.busy_beyond_fast => b > fast as f64 * (1.0 - BUSY_BAND),
+            Some(b) => b > fast as f64,
+        };
+        self.busy_beyond_fast = beyond;
         Competition {
-            // Unmeasured, the demand counts as beyond the fast cores (nothing is decided on it).
-            busy_beyond_fast: self.busy_cores.is_none_or(|b| b > fast as f64),
+            busy_beyond_fast: beyond,
             ..self.counts.competition(fast, slow)
         }
     }

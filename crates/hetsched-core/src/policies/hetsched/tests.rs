@@ -660,3 +660,31 @@ fn processes_run_whole_only_while_they_keep_more_cores_busy_than_the_fast_ones()
         }
     }
 }
+
+/// Once whole, processes stay whole while their busy cores stay within [`BUSY_BAND`] under the
+/// fast cores, and go to AMPS below it: a demand that hovers at the fast cores does not move them
+/// back and forth.
+#[test]
+fn busy_cores_just_under_the_fast_ones_keep_processes_whole() {
+    let mut s = Bench::new("ding-4f12s");
+    let mut p = policy();
+    let threads: Vec<ThreadId> = (0..6)
+        .map(|i| s.start(&mut p, i / 3, 4 + i, COMPUTE))
+        .collect();
+    let run = |s: &mut Bench, p: &mut Hetsched, busy: f64| {
+        for b in &mut s.behaviour {
+            b.sleep = 1.0 - busy / 6.0;
+        }
+        for _ in 0..3 {
+            s.period(p);
+        }
+        p.part_of(threads[0])
+    };
+    assert_eq!(run(&mut s, &mut p, 6.0), Some(Part::Processes));
+    // 3.8 busy cores: under the 4 fast ones, within the band.
+    assert_eq!(run(&mut s, &mut p, 3.8), Some(Part::Processes));
+    // 3.0: below the band.
+    assert_eq!(run(&mut s, &mut p, 3.0), Some(Part::Amps));
+    // Back to 3.8: not beyond the fast cores, so not whole again.
+    assert_eq!(run(&mut s, &mut p, 3.8), Some(Part::Amps));
+}
