@@ -13,7 +13,7 @@ use proptest::prelude::*;
 
 #[path = "support/plain_lru.rs"]
 mod plain_lru;
-use plain_lru::indexed_misses;
+use plain_lru::{indexed_misses, lru_misses};
 
 /// Mattson's stack, literally: a vector, most recent first; the distance is the position.
 fn naive_distances(lines: &[u64]) -> Vec<Option<u64>> {
@@ -86,27 +86,10 @@ fn exact_matches_the_naive_stack_on_adversarial_traces() {
     }
 }
 
-/// A set-associative LRU cache, written plainly: `sets` vectors of at most `ways` lines.
+/// A set-associative LRU cache, written plainly, whose set index hashes the line, as the binomial
+/// model assumes lines land at random.
 fn direct_misses(lines: &[u64], sets: usize, ways: usize) -> u64 {
-    let mut cache: Vec<Vec<u64>> = vec![Vec::new(); sets];
-    let mut misses = 0;
-    for &l in lines {
-        // The set index hashes the line, as the binomial model assumes lines land at random.
-        let set = &mut cache[(hetsched_signature::shards::mix(l) as usize) % sets];
-        match set.iter().position(|&x| x == l) {
-            Some(p) => {
-                set.remove(p);
-            }
-            None => {
-                misses += 1;
-                if set.len() == ways {
-                    set.pop();
-                }
-            }
-        }
-        set.insert(0, l);
-    }
-    misses
+    lru_misses(lines, sets as u64, ways, hetsched_signature::shards::mix)
 }
 
 /// The binomial model (Smith 1978) predicts a direct simulation of a set-associative cache with
