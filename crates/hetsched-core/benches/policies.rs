@@ -67,6 +67,7 @@ fn bench(c: &mut Criterion) {
         threads: &threads,
         cores: &cores,
         run_queues: None,
+        changed: None,
     };
     let mut amps = Amps::new(AmpsConfig::default());
     let mut out = Vec::new();
@@ -88,6 +89,7 @@ fn bench(c: &mut Criterion) {
     let queues = Queues(queues);
     let queued_view = View {
         run_queues: Some(&queues),
+        changed: None,
         ..view
     };
     c.bench_function("amps/rebalance/16k-threads/1024-cores/run-queues", |b| {
@@ -150,6 +152,7 @@ fn bench_hetsched(c: &mut Criterion) {
             threads: &threads,
             cores: &cores,
             run_queues: None,
+            changed: None,
         };
         out.clear();
         p.rebalance(&view, out);
@@ -187,6 +190,7 @@ fn bench_hass(c: &mut Criterion) {
             threads: &threads,
             cores: &cores,
             run_queues: None,
+            changed: None,
         };
         let set = hass.on_thread_start(&view, id).unwrap();
         threads[i].cpu = set.first();
@@ -211,6 +215,7 @@ fn bench_hass(c: &mut Criterion) {
                     threads: &ts,
                     cores: &cores,
                     run_queues: None,
+                    changed: None,
                 };
                 hass.rebalance(&view, &mut out);
                 out.len()

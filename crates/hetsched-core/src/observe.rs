@@ -212,6 +212,12 @@ pub struct View<'a> {
     /// A view whose `threads` differ from the backend's (a part of a combined policy sees the
     /// other parts' threads as exited) has `None`.
     pub run_queues: Option<&'a dyn RunQueues>,
+    /// The threads whose observation changed since the policy's `rebalance` was last called
+    /// (started, changed state or core, billed CPU time, changed process, fragment, mask or
+    /// resident pages), each once, in no order, when the backend keeps such a log; `None`: any
+    /// thread may have changed. A policy that keeps per-thread state reads these instead of every
+    /// thread. A view whose `threads` differ from the backend's has `None`.
+    pub changed: Option<&'a [ThreadId]>,
 }
 
 impl<'a> View<'a> {

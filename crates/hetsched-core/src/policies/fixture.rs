@@ -16,5 +16,6 @@ pub(crate) fn view<'a>(
         threads,
         cores,
         run_queues: None,
+        changed: None,
     }
 }

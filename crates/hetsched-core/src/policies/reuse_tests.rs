@@ -122,6 +122,7 @@ impl Driver {
             threads: &self.threads,
             cores: &cores,
             run_queues: None,
+            changed: None,
         };
         let mut out = Vec::new();
         let r = f(self.policy.as_mut(), &view, &mut out);

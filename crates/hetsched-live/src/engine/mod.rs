@@ -437,6 +437,7 @@ impl Engine {
             threads: &self.obs,
             cores: &self.cores,
             run_queues: None,
+            changed: None,
         };
         let pending = &mut self.pending;
         let r = catch_unwind(AssertUnwindSafe(|| f(policy.as_mut(), &view, pending)));

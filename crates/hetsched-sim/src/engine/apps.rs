@@ -71,6 +71,7 @@ impl<'a> Simulation<'a> {
                 self.allowed_summary
                     .push(crate::baseline::summarise(&obs.allowed, self.summary_span));
                 self.obs.push(obs);
+                self.changes.add_thread(id);
                 self.apps[app_idx].live += 1;
                 // The policy may restrict the thread before it first runs.
                 let placed = self.call_policy(|p, view| p.on_thread_start(view, id));
@@ -141,6 +142,7 @@ impl<'a> Simulation<'a> {
                 self.threads[t].remaining = next.instructions;
                 let before = self.obs[t].data_fragment;
                 self.obs[t].data_fragment = next.data_fragment.map(|d| d as u64);
+                self.changes.note(t);
                 self.hint_fragment_change(t, before);
                 let late = self.jitter.wake_delay_ns(ns);
                 self.push(self.now + ns + late, Event::Wake { thread: t });
@@ -153,6 +155,7 @@ impl<'a> Simulation<'a> {
         let phase = self.phase_of(t);
         self.threads[t].remaining = phase.instructions;
         self.obs[t].data_fragment = phase.data_fragment.map(|d| d as u64);
+        self.changes.note(t);
         self.refresh_phase_cache(t, c);
         // Footprint change on the LLC.
         if let Some(l) = self.cores[c].llc {
@@ -199,6 +202,7 @@ impl<'a> Simulation<'a> {
     pub(super) fn block(&mut self, c: CoreId) {
         let t = self.undispatch(c);
         self.obs[t].state = ThreadState::Blocked;
+        self.changes.note(t);
         self.threads[t].lag = self.threads[t].vruntime - self.cores[c].min_vruntime;
         self.need_pick.push(c);
     }
@@ -217,6 +221,7 @@ impl<'a> Simulation<'a> {
     /// Bookkeeping of a thread that is off every core and queue.
     pub(super) fn finish_exit(&mut self, t: ThreadId) {
         self.obs[t].state = ThreadState::Exited;
+        self.changes.note(t);
         self.threads[t].end_ns = Some(self.now);
         self.call_policy(|p, view| p.on_thread_exit(view, t));
         let a = self.threads[t].app;

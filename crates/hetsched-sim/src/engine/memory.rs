@@ -34,6 +34,7 @@ impl<'a> Simulation<'a> {
         let line = self.llcs[l].line;
         let lines = bytes / line;
         self.obs[t].counters.llc_misses += lines;
+        self.changes.note(t);
         self.llc_misses += lines;
         self.serve_from_memory(t, lines, line, demand);
     }
@@ -155,6 +156,7 @@ impl<'a> Simulation<'a> {
                 th.bytes_per_node[node] = (th.bytes_per_node[node] - take).max(0.0);
                 th.total_bytes = (th.total_bytes - take).max(0.0);
                 self.obs[owner].resident_bytes[node] = th.bytes_per_node[node] as u64;
+                self.changes.note(owner);
             }
         }
     }
@@ -227,6 +229,7 @@ impl<'a> Simulation<'a> {
                     th.bytes_per_node[to] += take;
                     self.obs[owner].resident_bytes[src] = th.bytes_per_node[src] as u64;
                     self.obs[owner].resident_bytes[to] = th.bytes_per_node[to] as u64;
+                    self.changes.note(owner);
                     moved_by_owner.push((owner, take));
                 }
             }

@@ -32,6 +32,7 @@
 
 mod apps;
 mod baseline_port;
+mod changes;
 mod cores;
 mod jitter;
 mod memory;
@@ -132,6 +133,8 @@ pub struct Simulation<'a> {
     /// Per spec, per thread group: the index of its first phase in `phases`.
     phase_base: Vec<Vec<u32>>,
     obs: IdVec<ThreadId, ThreadObs>,
+    /// Threads whose observation changed since the policy's last periodic balance.
+    changes: changes::ChangeLog,
     cores: IdVec<CoreId, SimCore>,
     /// Each core's waiting threads.
     queues: IdVec<CoreId, RunQueue>,
@@ -242,6 +245,7 @@ impl<'a> Simulation<'a> {
             phases,
             phase_base,
             obs: IdVec::new(),
+            changes: changes::ChangeLog::default(),
             cores,
             queues: IdVec::from_vec(vec![RunQueue::new(); n]),
             core_obs: IdVec::from_vec(vec![CoreObs::default(); n]),
@@ -517,7 +521,7 @@ impl<'a> Simulation<'a> {
         if self.now >= self.next_policy_ns {
             let period = self.policy.rebalance_period_ns().max(self.cfg.quantum_ns);
             self.next_policy_ns = self.now.saturating_add(period);
-            self.with_policy(|p, view, out| p.rebalance(view, out));
+            self.rebalance_policy();
             self.check_conserving(None);
         }
     }
@@ -570,6 +574,7 @@ impl<'a> Simulation<'a> {
             // Preempt: back to the same queue, keeping its vruntime.
             self.undispatch(c);
             self.obs[cur].state = ThreadState::Runnable;
+            self.changes.note(cur);
             let vr = self.threads[cur].vruntime;
             self.queue_push(c, vr, cur);
             self.core_obs[c].runnable += 1;

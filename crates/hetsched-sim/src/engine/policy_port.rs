@@ -34,6 +34,7 @@ impl<'a> Simulation<'a> {
             threads: self.obs.as_slice(),
             cores: self.core_obs.as_slice(),
             run_queues: Some(&queues),
+            changed: Some(self.changes.threads()),
         };
         let r = call(self.policy.as_mut(), &view);
         self.policy_time += t0.elapsed();
@@ -45,9 +46,26 @@ impl<'a> Simulation<'a> {
         &mut self,
         call: impl FnOnce(&mut dyn Policy, &View<'_>, &mut Vec<Placement>),
     ) {
+        self.call_and_apply(call, false);
+    }
+
+    /// The policy's periodic balance; the log of changed threads starts again after it (before its
+    /// placements apply, so that the next balance sees what they change).
+    pub(super) fn rebalance_policy(&mut self) {
+        self.call_and_apply(|p, view, out| p.rebalance(view, out), true);
+    }
+
+    fn call_and_apply(
+        &mut self,
+        call: impl FnOnce(&mut dyn Policy, &View<'_>, &mut Vec<Placement>),
+        clear_changes: bool,
+    ) {
         let mut out = std::mem::take(&mut self.placements);
         out.clear();
         self.call_policy(|p, view| call(p, view, &mut out));
+        if clear_changes {
+            self.changes.clear();
+        }
         for p in out.drain(..) {
             self.apply_placement(p);
         }
@@ -78,6 +96,7 @@ impl<'a> Simulation<'a> {
             threads: self.obs.as_slice(),
             cores: self.core_obs.as_slice(),
             run_queues: None,
+            changed: None,
         };
         // A core a placement of this decision emptied gets its own idle call next.
         let pending: hetsched_core::CpuSet = self.need_pick.iter().copied().collect();
@@ -112,6 +131,7 @@ impl<'a> Simulation<'a> {
             threads: self.obs.as_slice(),
             cores: self.core_obs.as_slice(),
             run_queues: None,
+            changed: None,
         };
         let policy = &self.policy;
         let queued = self.queued.iter().flat_map(|b| self.queues[b].threads());

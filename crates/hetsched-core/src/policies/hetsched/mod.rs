@@ -50,23 +50,23 @@
 //! ([`Policy::needs`] lists every signal the parts use).
 
 pub mod benefit;
+mod counts;
 mod solo;
 #[cfg(test)]
 mod tests;
 
 use crate::cpuset::CpuSet;
-use crate::ids::{AppId, CoreId, ThreadId};
+use crate::ids::{CoreId, ThreadId};
 use crate::observe::{ThreadObs, ThreadState, View};
 use crate::policies::amps::{Amps, AmpsConfig, NumaMode, AMPS_BALANCE_PERIOD_NS};
 use crate::policies::bulldover::{Bulldover, BulldoverConfig, BULLDOVER_PERIOD_NS};
 use crate::policies::data_sharing::{DataSharing, DS_BALANCE_PERIOD_NS};
-use crate::policies::numa_amp::metrics::fast_budget;
 use crate::policies::numa_amp::{fast_side, NumaAmp, NumaAmpConfig, PROFILE_PERIOD_NS};
 use crate::policy::{Hint, PageMove, Placement, Policy, Signal};
 use crate::topology::Topology;
 use benefit::Benefit;
+use counts::{Activity, ProcessCounts, WindowEnds};
 use solo::Solo;
-use std::collections::HashMap;
 
 /// The policy's name, as users pass it and as the registry lists it.
 pub const NAME: &str = "hetsched";
@@ -198,140 +198,6 @@ pub const DEMAND_WINDOW_NS: u64 = 100_000_000;
 /// swaps' margin).
 pub const BUSY_BAND: f64 = 0.1;
 
-/// Competing threads per process, and how many processes have two or more. Process ids are small
-/// dense integers in both backends (one counter per process), so the counts are a vector indexed
-/// by id, reused from call to call (it is filled for every thread start and every balance); an id
-/// far beyond the number of threads goes to a map instead, so no id can make it large.
-#[derive(Clone, Debug, Default)]
-struct ProcessCounts {
-    /// Counts of ids below `limit`, as long as the largest such id counted.
-    dense: Vec<u32>,
-    limit: usize,
-    sparse: HashMap<AppId, u32>,
-    /// Processes with two or more competing threads.
-    grouped: u32,
-    /// Competing threads of those processes.
-    grouped_threads: u32,
-    /// Competing threads of every process.
-    threads: u32,
-}
-
-impl ProcessCounts {
-    /// Forget every count; ids below a bound from `threads` (the view's thread count) are dense.
-    fn clear(&mut self, threads: usize) {
-        self.dense.clear();
-        self.limit = 4 * threads + 1024;
-        self.sparse.clear();
-        self.grouped = 0;
-        self.grouped_threads = 0;
-        self.threads = 0;
-    }
-
-    /// One more competing thread of process `app`.
-    fn add(&mut self, app: AppId) {
-        self.add_many(app, 1);
-    }
-
-    /// `k` more competing threads of process `app`.
-    fn add_many(&mut self, app: AppId, k: u32) {
-        let i = app.index();
-        let n = if i < self.limit {
-            if i >= self.dense.len() {
-                self.dense.resize(i + 1, 0);
-            }
-            &mut self.dense[i]
-        } else {
-            self.sparse.entry(app).or_insert(0)
-        };
-        let before = *n;
-        *n += k;
-        self.threads += k;
-        // A process with two or more counts all its threads as grouped.
-        let grouped = |n: u32| if n >= 2 { n } else { 0 };
-        if before < 2 && *n >= 2 {
-            self.grouped += 1;
-        }
-        self.grouped_threads += grouped(*n) - grouped(before);
-    }
-
-    /// The same count of competing threads for every process.
-    fn same_as(&self, other: &ProcessCounts) -> bool {
-        fn counted(c: &ProcessCounts) -> &[u32] {
-            let end = c.dense.iter().rposition(|&n| n > 0).map_or(0, |i| i + 1);
-            &c.dense[..end]
-        }
-        counted(self) == counted(other) && self.sparse == other.sparse
-    }
-
-    /// The competing threads of each process with two or more.
-    fn groups(&self) -> impl Iterator<Item = u32> + '_ {
-        self.dense
-            .iter()
-            .chain(self.sparse.values())
-            .copied()
-            .filter(|&n| n >= 2)
-    }
-
-    /// How the multi-threaded processes compete on a machine of `fast` fastest cores and `slow`
-    /// others.
-    fn competition(&self, fast: usize, slow: usize) -> Competition {
-        let budget = fast_budget(self.grouped_threads as usize, fast, slow);
-        Competition {
-            grouped_apps: self.grouped,
-            // Read only when two processes or more compete (`part_by`): no pass over the
-            // processes at each thread start otherwise.
-            each_fits_a_side: self.grouped < 2
-                || self.groups().max().unwrap_or(0) as usize <= fast.max(slow),
-            busy_beyond_fast: true,
-            one_fits_fast: self.grouped >= 2
-                && self.groups().min().is_some_and(|n| n as usize <= budget),
-        }
-    }
-
-    /// Competing threads of process `app` (0 for one with none, or none live).
-    fn get(&self, app: AppId) -> u32 {
-        let i = app.index();
-        if i < self.limit {
-            self.dense.get(i).copied().unwrap_or(0)
-        } else {
-            self.sparse.get(&app).copied().unwrap_or(0)
-        }
-    }
-}
-
-/// What [`Hetsched::process_counts`] remembers of a thread: its CPU time, and what the parts are
-/// decided on, so that the decision reads this array rather than every thread's observation
-/// again.
-#[derive(Clone, Copy, Debug)]
-struct Activity {
-    cpu_ns: f64,
-    until_ns: u64,
-    /// Its process, as of the last full count.
-    app: AppId,
-    seen: bool,
-    /// In `Hetsched::counts` now.
-    counted: bool,
-    /// Exited, as of the last full count.
-    exited: bool,
-    /// Its application names its data fragment, as of the last full count.
-    has_fragment: bool,
-}
-
-impl Default for Activity {
-    /// Not seen yet.
-    fn default() -> Self {
-        Activity {
-            cpu_ns: 0.0,
-            until_ns: 0,
-            app: AppId(0),
-            seen: false,
-            counted: false,
-            exited: false,
-            has_fragment: false,
-        }
-    }
-}
-
 /// Settings.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct HetschedConfig {
@@ -367,6 +233,16 @@ pub struct Hetsched {
     /// Threads per process that compete for CPU, as of the last [`Hetsched::process_counts`]
     /// and the threads started since ([`Hetsched::count_start`]).
     counts: ProcessCounts,
+    /// Blocked threads counted as competing, by when their window closes.
+    window_ends: WindowEnds,
+    /// Periodic balances so far (the backend's log of changed threads restarts at each).
+    balances: u64,
+    /// The balance number during or after which the last count was made.
+    counted_in: Option<u64>,
+    /// The logged threads in thread order, and a bit per thread to order them (reused by every
+    /// count).
+    log_order: Vec<ThreadId>,
+    log_bits: Vec<u64>,
     /// When `counts` was last counted in full.
     counted_at: Option<u64>,
     /// Cores' worth of CPU time the threads used, smoothed over [`DEMAND_WINDOW_NS`]; `None`
@@ -435,6 +311,11 @@ impl Hetsched {
             masked: Vec::new(),
             activity: Vec::new(),
             counts: ProcessCounts::default(),
+            window_ends: WindowEnds::new(),
+            balances: 0,
+            counted_in: None,
+            log_order: Vec::new(),
+            log_bits: Vec::new(),
             counted_at: None,
             busy_cores: None,
             busy_beyond_fast: true,
@@ -560,6 +441,7 @@ impl Hetsched {
             threads: masked,
             // The backend's queues hold the other parts' threads too.
             run_queues: None,
+            changed: None,
             ..*view
         };
         Some(f(policy, &v))
@@ -613,107 +495,6 @@ impl Hetsched {
         }
     }
 
-    /// Threads per process that compete for CPU, and the number of processes with two or more.
-    /// A thread competes while it runs or waits to, and for [`ACTIVE_WINDOW_NS`] after its CPU
-    /// time last grew: a thread blocked at a barrier still belongs to its process's work; a main
-    /// thread that only waits for its workers to finish, or a runtime's idle helper, does not make
-    /// a single-threaded computation multi-threaded.
-    fn process_counts(&mut self, view: &View<'_>) {
-        self.activity_for(view.threads.len());
-        let counts = &mut self.counts;
-        counts.clear(view.threads.len());
-        // A process's threads mostly have consecutive ids: counted a run at a time, the counts do
-        // not wait on the previous thread's increment.
-        let mut run: Option<(AppId, u32)> = None;
-        let mut changed = false;
-        // CPU time used since the last count, all threads.
-        let mut used = 0.0;
-        for (t, a) in view.threads.iter().zip(self.activity.iter_mut()) {
-            a.counted = false;
-            let exited = t.state == ThreadState::Exited;
-            changed |= exited != a.exited;
-            a.exited = exited;
-            if exited {
-                continue;
-            }
-            let has_fragment = t.data_fragment.is_some();
-            changed |= (t.app, has_fragment) != (a.app, a.has_fragment);
-            a.app = t.app;
-            a.has_fragment = has_fragment;
-            let cpu = t.counters.cpu_time_ns;
-            if !a.seen || cpu > a.cpu_ns {
-                if a.seen {
-                    used += cpu - a.cpu_ns;
-                }
-                a.seen = true;
-                a.cpu_ns = cpu;
-                a.until_ns = view.now_ns + ACTIVE_WINDOW_NS;
-            }
-            let runs = matches!(t.state, ThreadState::Running | ThreadState::Runnable);
-            if runs || view.now_ns < a.until_ns {
-                match &mut run {
-                    Some((app, k)) if *app == t.app => *k += 1,
-                    _ => {
-                        if let Some((app, k)) = run.replace((t.app, 1)) {
-                            counts.add_many(app, k);
-                        }
-                    }
-                }
-                a.counted = true;
-            }
-        }
-        if let Some((app, k)) = run {
-            counts.add_many(app, k);
-        }
-        self.inputs_changed |= changed;
-        if let Some(at) = self.counted_at.filter(|&at| view.now_ns > at) {
-            let dt = (view.now_ns - at) as f64;
-            let busy = used / dt;
-            let weight = (dt / DEMAND_WINDOW_NS as f64).min(1.0);
-            self.busy_cores = Some(match self.busy_cores {
-                Some(b) => b + weight * (busy - b),
-                None => busy,
-            });
-        }
-        self.counted_at = Some(view.now_ns);
-    }
-
-    /// Room in `activity` for `threads` threads.
-    fn activity_for(&mut self, threads: usize) {
-        if self.activity.len() < threads {
-            self.activity.resize(threads, Activity::default());
-        }
-    }
-
-    /// The counts for a thread's start: counted in full if the last full count is a balance
-    /// period old or more; otherwise that count plus the starting thread (new, it competes for
-    /// [`ACTIVE_WINDOW_NS`]). A count in full at every start was O(threads²) while a program's
-    /// threads started: 20% of a 16,384-thread run. Between two balances, 4 ms apart, such a
-    /// count differs from a full one only by threads whose state changed since (exited, stopped
-    /// competing or competing again), which the next balance's full count takes in.
-    fn count_start(&mut self, view: &View<'_>, thread: ThreadId) {
-        let fresh = self
-            .counted_at
-            .is_some_and(|at| view.now_ns < at.saturating_add(AMPS_BALANCE_PERIOD_NS));
-        if !fresh {
-            self.process_counts(view);
-            return;
-        }
-        self.activity_for(view.threads.len());
-        let t = view.thread(thread);
-        let Some(a) = self.activity.get_mut(thread.index()) else {
-            return;
-        };
-        if a.counted || t.state == ThreadState::Exited {
-            return;
-        }
-        a.seen = true;
-        a.cpu_ns = t.counters.cpu_time_ns;
-        a.until_ns = view.now_ns + ACTIVE_WINDOW_NS;
-        a.counted = true;
-        self.counts.add(t.app);
-    }
-
     /// Cores of their own for the AMPS part's single-threaded processes while threads outnumber
     /// cores ([`solo`]), and the AMPS part's other threads off them.
     fn hold_cores(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
@@ -760,7 +541,8 @@ impl Hetsched {
     /// `self.counts`.
     fn reassign(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
         let shape = self.learn(view.topology);
-        self.process_counts(view);
+        // Inside a balance the view's log dates from the previous balance.
+        self.process_counts(view, self.balances - 1);
         let competition = self.competition(view.topology);
         if self.part.len() < view.threads.len() {
             self.part.resize(view.threads.len(), None);
@@ -845,6 +627,7 @@ impl Policy for Hetsched {
     }
 
     fn rebalance(&mut self, view: &View<'_>, out: &mut Vec<Placement>) {
+        self.balances += 1;
         self.reassign(view, out);
         if view.now_ns >= self.due[Part::Amps.index()] {
             self.hold_cores(view, out);
@@ -890,10 +673,7 @@ impl Policy for Hetsched {
         let shape = self.learn(view.topology);
         if let Some(a) = self.activity.get_mut(thread.index()) {
             // A thread already counted stays counted once.
-            *a = Activity {
-                counted: a.counted,
-                ..Activity::default()
-            };
+            a.restart();
         }
         self.benefit.start(thread);
         self.count_start(view, thread);

@@ -5,6 +5,7 @@
 
 use super::benefit::{counter_benefit, BENEFIT_PERIOD_NS, MIN_DWELL_NS, SWAP_MARGIN};
 use super::*;
+use crate::ids::AppId;
 use crate::observe::{CoreObs, Counters};
 use crate::policies::hass::estimate::ClassModel;
 use crate::presets::machine_preset;
@@ -509,7 +510,7 @@ fn starts_between_balances_add_to_the_last_count() {
     let cores = s.cores();
     let v = crate::policies::fixture::view(&s.topo, &s.threads, &cores, s.now);
     let mut full = policy();
-    full.process_counts(&v);
+    full.process_counts(&v, 0);
     assert_eq!(full.counts.get(AppId(0)), 4);
     // Within the balance period the count is the last one plus the starts.
     s.threads[ts[3].index()].state = ThreadState::Exited;
@@ -523,28 +524,6 @@ fn starts_between_balances_add_to_the_last_count() {
         (0..3).map(|a| p.counts.get(AppId(a))).collect::<Vec<_>>(),
         vec![3, 1, 1]
     );
-}
-
-/// Counting a process's threads a run at a time gives what counting them one by one gives: the
-/// processes with two or more, and their threads.
-#[test]
-fn process_counts_by_runs_equal_counts_one_by_one() {
-    let adds = [(3, 1), (5, 2), (3, 1), (7, 4), (5, 1), (9, 1), (3, 3)];
-    let (mut one, mut runs) = (ProcessCounts::default(), ProcessCounts::default());
-    one.clear(16);
-    runs.clear(16);
-    for &(app, k) in &adds {
-        for _ in 0..k {
-            one.add(AppId(app));
-        }
-        runs.add_many(AppId(app), k);
-    }
-    // 3: 5 threads, 5: 3, 7: 4, 9: 1.
-    assert_eq!((one.grouped, one.grouped_threads), (3, 12));
-    assert_eq!((runs.grouped, runs.grouped_threads), (3, 12));
-    for app in [3, 5, 7, 9, 11] {
-        assert_eq!(one.get(AppId(app)), runs.get(AppId(app)));
-    }
 }
 
 /// A balance that finds the counts, the competition, the threads' processes, fragments and exits

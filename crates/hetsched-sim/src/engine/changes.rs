@@ -1,0 +1,65 @@
+//! The log of threads whose observation changed since the policy's last periodic balance
+//! ([`hetsched_core::View::changed`]): each thread once, so that a policy keeping per-thread state
+//! pays for what changed, not for every thread, at each balance.
+
+use hetsched_core::{IdVec, ThreadId};
+
+/// Threads noted since the last [`ChangeLog::clear`], each once.
+#[derive(Debug, Default)]
+pub(crate) struct ChangeLog {
+    threads: Vec<ThreadId>,
+    /// Per thread: in `threads` now (a dense array: read at every bill, it stays in cache).
+    noted: IdVec<ThreadId, bool>,
+}
+
+impl ChangeLog {
+    /// A thread has just been created (it is noted: a start is a change).
+    pub(crate) fn add_thread(&mut self, t: ThreadId) {
+        debug_assert_eq!(t.index(), self.noted.len());
+        self.noted.push(false);
+        self.note(t);
+    }
+
+    /// Something of `t`'s observation changed.
+    #[inline]
+    pub(crate) fn note(&mut self, t: ThreadId) {
+        let noted = &mut self.noted[t];
+        if !*noted {
+            *noted = true;
+            self.threads.push(t);
+        }
+    }
+
+    /// The threads noted since the last clear.
+    pub(crate) fn threads(&self) -> &[ThreadId] {
+        &self.threads
+    }
+
+    /// Start a new log.
+    pub(crate) fn clear(&mut self) {
+        for t in self.threads.drain(..) {
+            self.noted[t] = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_thread_is_logged_once_until_cleared() {
+        let mut log = ChangeLog::default();
+        for i in 0..3 {
+            log.add_thread(ThreadId(i));
+        }
+        log.note(ThreadId(1));
+        assert_eq!(log.threads(), &[ThreadId(0), ThreadId(1), ThreadId(2)]);
+        log.clear();
+        assert!(log.threads().is_empty());
+        log.note(ThreadId(2));
+        log.note(ThreadId(2));
+        log.note(ThreadId(0));
+        assert_eq!(log.threads(), &[ThreadId(2), ThreadId(0)]);
+    }
+}
