@@ -53,12 +53,36 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
             (core.llc, core.node)
         })
         .collect();
+    // The cores of each node and of each LLC, in index order.
+    let mut node_cores: Vec<Vec<usize>> = Vec::new();
+    let mut llc_cores: Vec<Vec<usize>> = Vec::new();
+    for (b, &(llc, node)) in place.iter().enumerate() {
+        let at = |lists: &mut Vec<Vec<usize>>, i: usize| {
+            if lists.len() <= i {
+                lists.resize_with(i + 1, Vec::new);
+            }
+            lists[i].push(b);
+        };
+        at(&mut node_cores, node.index());
+        if let Some(l) = llc {
+            at(&mut llc_cores, l.index());
+        }
+    }
     let mut failed = vec![false; n];
     let mut failures = 0;
     let mut moves = 0;
     // Each core's load per capacity, updated move by move (the scans below read it n times a
     // step).
     let mut pc: Vec<f64> = (0..n).map(|c| per_cap(&load, c)).collect();
+    // The cores with a waiting thread, most loaded first, then by index ([`by_load`]): the order
+    // of the candidate sources a destination finds outside its node and LLC, kept move by move.
+    let mut sources: Vec<u128> = port
+        .view()
+        .queued
+        .iter()
+        .map(|b| by_load(&pc, b.index()))
+        .collect();
+    sources.sort_unstable();
     while failures < MAX_FAILED_DESTINATIONS && moves < 2 * n {
         let Some(&c) = order
             .iter()
@@ -82,14 +106,31 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
         let target = after_pull(&load, c);
         // Each candidate source as one integer in (load desc, nearness, index) order: loads are
         // non-negative, so their bits order as the loads do and their complement reverses it.
-        // Only cores with a waiting thread can give one.
-        let mut candidates: Vec<u128> = rq
-            .queued
+        // Only cores with a waiting thread can give one. Those of the destination's node and LLC
+        // are all looked at; of the others, all equally far, only the first few in `sources`
+        // can be among the first few candidates.
+        let key =
+            |b: usize| u128::from(!pc[b].to_bits()) << 64 | u128::from(near(b)) << 32 | b as u128;
+        let llc_elsewhere = llc_c
+            .map_or(&[][..], |l| &llc_cores[l.index()][..])
             .iter()
-            .map(CoreId::index)
-            .filter(|&b| pc[b] > target)
-            .map(|b| u128::from(!pc[b].to_bits()) << 64 | u128::from(near(b)) << 32 | b as u128)
+            .filter(|&&b| place[b].1 != node_c);
+        let mut candidates: Vec<u128> = node_cores[node_c.index()]
+            .iter()
+            .chain(llc_elsewhere)
+            .copied()
+            .filter(|&b| rq.queued.contains(CoreId::from_index(b)) && pc[b] > target)
+            .map(key)
             .collect();
+        candidates.extend(
+            sources
+                .iter()
+                .map(|&k| k as u32 as usize)
+                .take_while(|&b| pc[b] > target)
+                .filter(|&b| near(b) == 2)
+                .take(MAX_SOURCES_TRIED)
+                .map(key),
+        );
         if candidates.is_empty() {
             break;
         }
@@ -110,10 +151,23 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
         match pick {
             Some((b, t)) => {
                 port.move_thread(t, to);
+                for k in [by_load(&pc, b), by_load(&pc, c)] {
+                    if let Ok(i) = sources.binary_search(&k) {
+                        sources.remove(i);
+                    }
+                }
                 load[b] -= 1;
                 load[c] += 1;
                 pc[b] = per_cap(&load, b);
                 pc[c] = per_cap(&load, c);
+                let queued = port.view().queued;
+                for k in [b, c] {
+                    if queued.contains(CoreId::from_index(k)) {
+                        let key = by_load(&pc, k);
+                        let at = sources.partition_point(|&x| x < key);
+                        sources.insert(at, key);
+                    }
+                }
                 moves += 1;
             }
             None => {
@@ -122,6 +176,12 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
             }
         }
     }
+}
+
+/// Core `b`'s place among sources, as one integer: its load per capacity descending, then its
+/// index.
+fn by_load(pc: &[f64], b: usize) -> u128 {
+    u128::from(!pc[b].to_bits()) << 64 | b as u128
 }
 
 /// The last thread of a queue that `may_run` accepts.

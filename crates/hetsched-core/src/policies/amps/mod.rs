@@ -215,6 +215,8 @@ pub struct Amps {
     /// Per thread: the allocation-phase heuristic's state (section 2.4.3).
     alloc: Vec<AllocationPhase>,
     scratch: Scratch,
+    /// The periodic balance's core orders, kept for the next one's reuse.
+    orders: Orders,
     /// Cores left to other threads ([`Amps::close`]).
     closed: Closed,
 }
@@ -224,10 +226,13 @@ pub struct Amps {
 /// destinations are read in order instead of sorted for every source; and the scaled loads the
 /// cores would have with one more thread (how many cores would have each), whose least bounds
 /// which sources can shed. A new-idle balance keeps none (`Default`).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Orders {
     /// Whether the orders are kept.
     kept: bool,
+    /// The machine's cores when they were made (a periodic balance reuses them, their buckets'
+    /// memory kept, on the same machine).
+    cores: usize,
     /// The keys of the orders' buckets.
     keys: Keys,
     all: CoreOrder,
@@ -240,28 +245,44 @@ struct Orders {
 }
 
 impl Orders {
-    /// Every core's keys.
-    fn new(machine: &Machine, sc: &Scratch) -> Self {
-        let power = &machine.power[..];
-        let n = power.len();
-        let whole = || CoreOrder::new(0, n.saturating_sub(1) as u32);
-        let of = |members: &Vec<u32>| {
-            let lo = members.iter().copied().min().unwrap_or(0);
-            CoreOrder::new(lo, members.iter().copied().max().unwrap_or(lo))
-        };
-        let mut order = Orders {
-            kept: true,
-            keys: Keys::default(),
-            all: whole(),
-            sources: whole(),
-            llc: machine.llc_cores.iter().map(of).collect(),
-            node: machine.node_cores.iter().map(of).collect(),
-            after: BTreeMap::new(),
-        };
-        for c in 0..n {
-            order.put(machine, sc, c);
+    /// Every core's keys, in these orders emptied (a balance's orders were a few hundred
+    /// bucket allocations on a 1,024-core machine), or in new ones for another machine.
+    fn refill(&mut self, machine: &Machine, sc: &Scratch) {
+        let n = machine.power.len();
+        if self.kept && self.cores == n {
+            self.keys.clear();
+            for order in self.orders_mut() {
+                order.clear();
+            }
+            self.after.clear();
+        } else {
+            let whole = || CoreOrder::new(0, n.saturating_sub(1) as u32);
+            let of = |members: &Vec<u32>| {
+                let lo = members.iter().copied().min().unwrap_or(0);
+                CoreOrder::new(lo, members.iter().copied().max().unwrap_or(lo))
+            };
+            *self = Orders {
+                kept: true,
+                cores: n,
+                keys: Keys::default(),
+                all: whole(),
+                sources: whole(),
+                llc: machine.llc_cores.iter().map(of).collect(),
+                node: machine.node_cores.iter().map(of).collect(),
+                after: BTreeMap::new(),
+            };
         }
-        order
+        for c in 0..n {
+            self.put(machine, sc, c);
+        }
+    }
+
+    /// Every order.
+    fn orders_mut(&mut self) -> impl Iterator<Item = &mut CoreOrder> {
+        [&mut self.all, &mut self.sources]
+            .into_iter()
+            .chain(self.llc.iter_mut())
+            .chain(self.node.iter_mut())
     }
 
     /// The least scaled load a core would have with one more thread.
@@ -459,7 +480,11 @@ impl Amps {
             sc.vacate(view, machine, closed, out);
         }
         let mut order = match only {
-            None => Orders::new(machine, sc),
+            None => {
+                let mut order = std::mem::take(&mut self.orders);
+                order.refill(machine, sc);
+                order
+            }
             Some(_) => Orders::default(),
         };
         let max_moves = view.threads.len() + n;
@@ -624,6 +649,7 @@ impl Amps {
         }
         if only.is_none() {
             fill(sc, &mut order, &mut moves, &mut candidates, out);
+            self.orders = order;
         }
     }
 }

@@ -37,13 +37,28 @@ pub(super) struct BucketId(u32);
 #[derive(Clone, Debug, Default)]
 pub(super) struct Keys {
     ids: BTreeMap<(u64, Reverse<u64>), BucketId>,
+    /// The last key looked up and its id: neighbouring cores often share a key.
+    last: Option<((u64, Reverse<u64>), BucketId)>,
 }
 
 impl Keys {
     /// The id of (`load`, `power`), numbered now if new.
     pub(super) fn id(&mut self, (load, power, _): CoreKey) -> BucketId {
+        if let Some((key, id)) = self.last {
+            if key == (load, power) {
+                return id;
+            }
+        }
         let next = BucketId(self.ids.len() as u32);
-        *self.ids.entry((load, power)).or_insert(next)
+        let id = *self.ids.entry((load, power)).or_insert(next);
+        self.last = Some(((load, power), id));
+        id
+    }
+
+    /// Forget every key (ids are numbered from 0 again).
+    pub(super) fn clear(&mut self) {
+        self.ids.clear();
+        self.last = None;
     }
 }
 
@@ -73,6 +88,16 @@ impl CoreOrder {
             base,
             words: (hi as usize / 64 + 1).saturating_sub(base).max(1),
             buckets: Vec::new(),
+        }
+    }
+
+    /// Empty the order, its buckets' memory kept.
+    pub(super) fn clear(&mut self) {
+        for bucket in &mut self.buckets {
+            if bucket.len > 0 {
+                bucket.words.fill(0);
+                bucket.len = 0;
+            }
         }
     }
 
