@@ -5,7 +5,7 @@
 
 use super::BalancePort;
 use hetsched_core::rng::SeededRng;
-use hetsched_core::{CoreId, Id, LlcId, NodeId, ThreadId};
+use hetsched_core::{CoreId, CpuSet, Id, LlcId, NodeId, ThreadId};
 
 /// Most source cores a destination tries before the balancer gives up on it (threads pinned
 /// elsewhere can make every source useless; this bounds the work).
@@ -76,13 +76,7 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
     let mut pc: Vec<f64> = (0..n).map(|c| per_cap(&load, c)).collect();
     // The cores with a waiting thread, most loaded first, then by index ([`by_load`]): the order
     // of the candidate sources a destination finds outside its node and LLC, kept move by move.
-    let mut sources: Vec<u128> = port
-        .view()
-        .queued
-        .iter()
-        .map(|b| by_load(&pc, b.index()))
-        .collect();
-    sources.sort_unstable();
+    let mut sources = sources_by_load(&pc, port.view().queued);
     while failures < MAX_FAILED_DESTINATIONS && moves < 2 * n {
         let Some(&c) = order
             .iter()
@@ -184,10 +178,66 @@ fn by_load(pc: &[f64], b: usize) -> u128 {
     u128::from(!pc[b].to_bits()) << 64 | b as u128
 }
 
+/// The cores of `queued` in [`by_load`] order. Loads per capacity take few distinct values (a
+/// run-queue length over one of the machine's few capacities), so the cores, listed in index
+/// order, are counted into one run per distinct load: a sort's comparisons cost more, at every
+/// balance.
+fn sources_by_load(pc: &[f64], queued: &CpuSet) -> Vec<u128> {
+    let mut loads: Vec<u64> = Vec::new();
+    for b in queued.iter() {
+        let bits = !pc[b.index()].to_bits();
+        if let Err(at) = loads.binary_search(&bits) {
+            loads.insert(at, bits);
+        }
+    }
+    // Where each load's run starts.
+    let mut start = vec![0usize; loads.len() + 1];
+    let rank = |b: usize| loads.binary_search(&!pc[b].to_bits()).unwrap_or(0);
+    for b in queued.iter() {
+        start[rank(b.index()) + 1] += 1;
+    }
+    for i in 1..start.len() {
+        start[i] += start[i - 1];
+    }
+    let mut sorted = vec![0u128; queued.len()];
+    for b in queued.iter() {
+        let r = rank(b.index());
+        sorted[start[r]] = by_load(pc, b.index());
+        start[r] += 1;
+    }
+    sorted
+}
+
 /// The last thread of a queue that `may_run` accepts.
 pub(super) fn movable(
     queue: impl DoubleEndedIterator<Item = ThreadId>,
     may_run: impl Fn(ThreadId) -> bool,
 ) -> Option<ThreadId> {
     queue.rev().find(|&t| may_run(t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hetsched_core::rng::SeededRng;
+
+    /// The counted order is the order a sort of the same keys gives, on random loads of a few
+    /// distinct values and random sets of queued cores.
+    #[test]
+    fn sources_by_load_are_in_sorted_order() {
+        let mut rng = SeededRng::new(5);
+        for _ in 0..200 {
+            let n = 1 + rng.below(300);
+            let pc: Vec<f64> = (0..n)
+                .map(|_| rng.below(20) as f64 / [1.0, 2.55, 0.7][rng.below(3)])
+                .collect();
+            let queued: CpuSet = (0..n)
+                .filter(|_| rng.below(3) > 0)
+                .map(CoreId::from_index)
+                .collect();
+            let mut want: Vec<u128> = queued.iter().map(|b| by_load(&pc, b.index())).collect();
+            want.sort_unstable();
+            assert_eq!(sources_by_load(&pc, &queued), want);
+        }
+    }
 }
