@@ -27,6 +27,7 @@
 //! The modules, one concern each: [`state`] (the records and how they are built), `apps`
 //! (arrivals, phases, barriers, exits), `cores` (queues, dispatch, billing, rates), `memory` (LLC
 //! warmth, pages, memory latency and bandwidth), `policy_port` (the policy's view and placements),
+//! `changes` (the threads whose observation changed since the policy's last balance),
 //! `baseline_port` (the baseline balancer's view and moves), `record` (Gantt, invariants, result).
 //! Every function takes a thread before a core.
 
