@@ -5,7 +5,7 @@
 
 use super::BalancePort;
 use hetsched_core::rng::SeededRng;
-use hetsched_core::{CoreId, CpuSet, Id, LlcId, NodeId, ThreadId};
+use hetsched_core::{CoreId, CpuSet, Id, LlcId, NodeId, ThreadId, Topology};
 
 /// Most source cores a destination tries before the balancer gives up on it (threads pinned
 /// elsewhere can make every source useless; this bounds the work).
@@ -46,28 +46,7 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
     }
     // Where each core is, read once: the nearness of every candidate source is asked for every
     // destination tried.
-    let topo = port.view().topology;
-    let place: Vec<(Option<LlcId>, NodeId)> = (0..n)
-        .map(|b| {
-            let core = topo.core(CoreId::from_index(b));
-            (core.llc, core.node)
-        })
-        .collect();
-    // The cores of each node and of each LLC, in index order.
-    let mut node_cores: Vec<Vec<usize>> = Vec::new();
-    let mut llc_cores: Vec<Vec<usize>> = Vec::new();
-    for (b, &(llc, node)) in place.iter().enumerate() {
-        let at = |lists: &mut Vec<Vec<usize>>, i: usize| {
-            if lists.len() <= i {
-                lists.resize_with(i + 1, Vec::new);
-            }
-            lists[i].push(b);
-        };
-        at(&mut node_cores, node.index());
-        if let Some(l) = llc {
-            at(&mut llc_cores, l.index());
-        }
-    }
+    let places = Places::of(port.view().topology);
     let mut failed = vec![false; n];
     let mut failures = 0;
     let mut moves = 0;
@@ -86,55 +65,11 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
             break;
         };
         let rq = port.view();
-        let (llc_c, node_c) = place[c];
-        let near = |b: usize| -> u32 {
-            let (llc_b, node_b) = place[b];
-            if llc_b.is_some() && llc_b == llc_c {
-                0
-            } else if node_b == node_c {
-                1
-            } else {
-                2
-            }
-        };
-        let target = after_pull(&load, c);
-        // Each candidate source as one integer in (load desc, nearness, index) order: loads are
-        // non-negative, so their bits order as the loads do and their complement reverses it.
-        // Only cores with a waiting thread can give one. Those of the destination's node and LLC
-        // are all looked at; of the others, all equally far, only the first few in `sources`
-        // can be among the first few candidates.
-        let key =
-            |b: usize| u128::from(!pc[b].to_bits()) << 64 | u128::from(near(b)) << 32 | b as u128;
-        let llc_elsewhere = llc_c
-            .map_or(&[][..], |l| &llc_cores[l.index()][..])
-            .iter()
-            .filter(|&&b| place[b].1 != node_c);
-        let mut candidates: Vec<u128> = node_cores[node_c.index()]
-            .iter()
-            .chain(llc_elsewhere)
-            .copied()
-            .filter(|&b| rq.queued.contains(CoreId::from_index(b)) && pc[b] > target)
-            .map(key)
-            .collect();
-        candidates.extend(
-            sources
-                .iter()
-                .map(|&k| k as u32 as usize)
-                .take_while(|&b| pc[b] > target)
-                .filter(|&b| near(b) == 2)
-                .take(MAX_SOURCES_TRIED)
-                .map(key),
-        );
+        let candidates =
+            candidate_sources(&places, &pc, rq.queued, &sources, c, after_pull(&load, c));
         if candidates.is_empty() {
             break;
         }
-        // The first few of a total order: selecting them before sorting gives the sorted list's
-        // head without sorting every candidate.
-        if candidates.len() > MAX_SOURCES_TRIED {
-            candidates.select_nth_unstable(MAX_SOURCES_TRIED - 1);
-            candidates.truncate(MAX_SOURCES_TRIED);
-        }
-        candidates.sort_unstable();
         let to = CoreId::from_index(c);
         let pick = candidates
             .into_iter()
@@ -170,6 +105,108 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
             }
         }
     }
+}
+
+/// Where each core is: its LLC and node, and the cores of each node and of each LLC in index
+/// order.
+struct Places {
+    place: Vec<(Option<LlcId>, NodeId)>,
+    node_cores: Vec<Vec<usize>>,
+    llc_cores: Vec<Vec<usize>>,
+}
+
+impl Places {
+    fn of(topo: &Topology) -> Self {
+        let place: Vec<(Option<LlcId>, NodeId)> = (0..topo.num_cores())
+            .map(|b| {
+                let core = topo.core(CoreId::from_index(b));
+                (core.llc, core.node)
+            })
+            .collect();
+        Self::from_places(place)
+    }
+
+    fn from_places(place: Vec<(Option<LlcId>, NodeId)>) -> Self {
+        let mut node_cores: Vec<Vec<usize>> = Vec::new();
+        let mut llc_cores: Vec<Vec<usize>> = Vec::new();
+        for (b, &(llc, node)) in place.iter().enumerate() {
+            let at = |lists: &mut Vec<Vec<usize>>, i: usize| {
+                if lists.len() <= i {
+                    lists.resize_with(i + 1, Vec::new);
+                }
+                lists[i].push(b);
+            };
+            at(&mut node_cores, node.index());
+            if let Some(l) = llc {
+                at(&mut llc_cores, l.index());
+            }
+        }
+        Places {
+            place,
+            node_cores,
+            llc_cores,
+        }
+    }
+
+    /// How far source `b` is from destination `c`: 0 in its LLC, 1 in its node, 2 elsewhere.
+    fn near(&self, b: usize, c: usize) -> u32 {
+        let ((llc_b, node_b), (llc_c, node_c)) = (self.place[b], self.place[c]);
+        if llc_b.is_some() && llc_b == llc_c {
+            0
+        } else if node_b == node_c {
+            1
+        } else {
+            2
+        }
+    }
+}
+
+/// The sources destination `c` tries, in order: the first [`MAX_SOURCES_TRIED`] cores with a
+/// waiting thread (`queued`) whose load per capacity exceeds `target`, by load descending, then
+/// nearness, then index. Each as one integer in that order: loads are non-negative, so their bits
+/// order as the loads do and their complement reverses it. `sources` holds the queued cores in
+/// [`by_load`] order. Those of the destination's node and LLC are all looked at; of the others,
+/// all equally far, only the first few in `sources` can be among the first few candidates.
+fn candidate_sources(
+    places: &Places,
+    pc: &[f64],
+    queued: &CpuSet,
+    sources: &[u128],
+    c: usize,
+    target: f64,
+) -> Vec<u128> {
+    let (llc_c, node_c) = places.place[c];
+    let key = |b: usize| {
+        u128::from(!pc[b].to_bits()) << 64 | u128::from(places.near(b, c)) << 32 | b as u128
+    };
+    let llc_elsewhere = llc_c
+        .map_or(&[][..], |l| &places.llc_cores[l.index()][..])
+        .iter()
+        .filter(|&&b| places.place[b].1 != node_c);
+    let mut candidates: Vec<u128> = places.node_cores[node_c.index()]
+        .iter()
+        .chain(llc_elsewhere)
+        .copied()
+        .filter(|&b| queued.contains(CoreId::from_index(b)) && pc[b] > target)
+        .map(key)
+        .collect();
+    candidates.extend(
+        sources
+            .iter()
+            .map(|&k| k as u32 as usize)
+            .take_while(|&b| pc[b] > target)
+            .filter(|&b| places.near(b, c) == 2)
+            .take(MAX_SOURCES_TRIED)
+            .map(key),
+    );
+    // The first few of a total order: selecting them before sorting gives the sorted list's
+    // head without sorting every candidate.
+    if candidates.len() > MAX_SOURCES_TRIED {
+        candidates.select_nth_unstable(MAX_SOURCES_TRIED - 1);
+        candidates.truncate(MAX_SOURCES_TRIED);
+    }
+    candidates.sort_unstable();
+    candidates
 }
 
 /// Core `b`'s place among sources, as one integer: its load per capacity descending, then its
@@ -238,6 +275,50 @@ mod tests {
             let mut want: Vec<u128> = queued.iter().map(|b| by_load(&pc, b.index())).collect();
             want.sort_unstable();
             assert_eq!(sources_by_load(&pc, &queued), want);
+        }
+    }
+
+    /// The sources a destination tries are those of the definition: every queued core loaded
+    /// beyond the target, by (load descending, nearness, index), the first few. On random
+    /// placements, including LLCs that span nodes and cores without an LLC.
+    #[test]
+    fn candidate_sources_are_the_first_of_all_queued_cores() {
+        let mut rng = SeededRng::new(9);
+        for _ in 0..500 {
+            let n = 1 + rng.below(120);
+            let (nodes, llcs) = (1 + rng.below(4), 1 + rng.below(8));
+            let places = Places::from_places(
+                (0..n)
+                    .map(|_| {
+                        let llc = (rng.below(5) > 0).then(|| LlcId(rng.below(llcs) as u32));
+                        (llc, NodeId(rng.below(nodes) as u32))
+                    })
+                    .collect(),
+            );
+            let pc: Vec<f64> = (0..n).map(|_| rng.below(12) as f64 / 2.0).collect();
+            let queued: CpuSet = (0..n)
+                .filter(|_| rng.below(4) > 0)
+                .map(CoreId::from_index)
+                .collect();
+            let sources = sources_by_load(&pc, &queued);
+            let c = rng.below(n);
+            let target = rng.below(12) as f64 / 2.0 + 0.25;
+            let mut want: Vec<u128> = queued
+                .iter()
+                .map(CoreId::index)
+                .filter(|&b| pc[b] > target)
+                .map(|b| {
+                    u128::from(!pc[b].to_bits()) << 64
+                        | u128::from(places.near(b, c)) << 32
+                        | b as u128
+                })
+                .collect();
+            want.sort_unstable();
+            want.truncate(MAX_SOURCES_TRIED);
+            assert_eq!(
+                candidate_sources(&places, &pc, &queued, &sources, c, target),
+                want
+            );
         }
     }
 }
