@@ -25,6 +25,7 @@ use crate::ids::{CoreId, ThreadId};
 use crate::observe::{Counters, ThreadObs, ThreadState, View};
 use crate::policies::amps::numa::{self, NumaMode};
 use crate::policies::hass::estimate::{estimated_ns, ClassModel};
+use crate::policies::partitions::is_runnable;
 use crate::policy::{PageMove, Placement};
 use crate::signature::Signature;
 use crate::topology::Topology;
@@ -175,7 +176,7 @@ impl Benefit {
             let c = t.cpu?;
             let x = self.threads.get(t.id.index())?;
             let pinned = t.allowed.len() == 1 && t.allowed.contains(c);
-            let runs = matches!(t.state, ThreadState::Running | ThreadState::Runnable);
+            let runs = is_runnable(t.state);
             let dwelt = x.core == Some(c) && view.now_ns >= x.since_ns + MIN_DWELL_NS;
             (pinned && runs && dwelt && owned(t)).then_some((x.estimate?, c))
         };

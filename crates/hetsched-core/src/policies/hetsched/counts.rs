@@ -16,6 +16,7 @@ use super::{Competition, Hetsched, ACTIVE_WINDOW_NS, AMPS_BALANCE_PERIOD_NS, DEM
 use crate::ids::{AppId, ThreadId};
 use crate::observe::{ThreadObs, ThreadState, View};
 use crate::policies::numa_amp::metrics::fast_budget;
+use crate::policies::partitions::is_runnable;
 use crate::prefetch::prefetch;
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -301,7 +302,7 @@ impl Hetsched {
         let exited = t.state == ThreadState::Exited;
         let mut changed = exited != a.exited;
         a.exited = exited;
-        let runs = matches!(t.state, ThreadState::Running | ThreadState::Runnable);
+        let runs = is_runnable(t.state);
         let competing = !exited && {
             let has_fragment = t.data_fragment.is_some();
             changed |= (t.app, has_fragment) != (a.app, a.has_fragment);
@@ -396,7 +397,7 @@ impl Hetsched {
                 "thread {}: CPU time not counted",
                 t.id.0
             );
-            let runs = matches!(t.state, ThreadState::Running | ThreadState::Runnable);
+            let runs = is_runnable(t.state);
             let competing = runs || view.now_ns < a.until_ns;
             assert_eq!(a.counted, competing, "thread {}: competing", t.id.0);
             if competing {

@@ -29,7 +29,8 @@
 
 use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, ThreadId};
-use crate::observe::{ThreadState, View};
+use crate::observe::View;
+use crate::policies::partitions::is_runnable;
 use crate::policy::Placement;
 use crate::topology::Topology;
 
@@ -61,10 +62,6 @@ pub fn faster_cores(topo: &Topology) -> Vec<CoreId> {
         .collect();
     cores.sort_by(|&a, &b| speed(b).total_cmp(&speed(a)).then(a.cmp(&b)));
     cores
-}
-
-fn runs(state: ThreadState) -> bool {
-    matches!(state, ThreadState::Running | ThreadState::Runnable)
 }
 
 impl Solo {
@@ -102,7 +99,7 @@ impl Solo {
             .copied()
             .flatten()
             .and_then(|t| view.threads.get(t.index()))
-            .is_some_and(|obs| runs(obs.state))
+            .is_some_and(|obs| is_runnable(obs.state))
     }
 
     /// The cores closed to the AMPS part's other threads: those whose holder runs or waits to.
@@ -110,7 +107,7 @@ impl Solo {
         let mut set = CpuSet::new();
         for &t in &self.holders {
             if let (Some(c), Some(obs)) = (self.core_of(t), view.threads.get(t.index())) {
-                if runs(obs.state) {
+                if is_runnable(obs.state) {
                     set.insert(c);
                 }
             }
