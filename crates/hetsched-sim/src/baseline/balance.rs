@@ -163,9 +163,7 @@ impl Places {
 
 /// The sources destination `c` tries, in order: the first [`MAX_SOURCES_TRIED`] cores with a
 /// waiting thread (`queued`) whose load per capacity exceeds `target`, by load descending, then
-/// nearness, then index. Each as one integer in that order: loads are non-negative, so their bits
-/// order as the loads do and their complement reverses it. `sources` holds the queued cores in
-/// [`by_load`] order. Those of the destination's node and LLC are all looked at; of the others,
+/// nearness, then index ([`source_key`]). `sources` holds the queued cores in [`by_load`] order. Those of the destination's node and LLC are all looked at; of the others,
 /// all equally far, only the first few in `sources` can be among the first few candidates.
 fn candidate_sources(
     places: &Places,
@@ -176,9 +174,7 @@ fn candidate_sources(
     target: f64,
 ) -> Vec<u128> {
     let (llc_c, node_c) = places.place[c];
-    let key = |b: usize| {
-        u128::from(!pc[b].to_bits()) << 64 | u128::from(places.near(b, c)) << 32 | b as u128
-    };
+    let key = |b: usize| source_key(pc, places.near(b, c), b);
     let llc_elsewhere = llc_c
         .map_or(&[][..], |l| &places.llc_cores[l.index()][..])
         .iter()
@@ -209,10 +205,17 @@ fn candidate_sources(
     candidates
 }
 
-/// Core `b`'s place among sources, as one integer: its load per capacity descending, then its
-/// index.
+/// Source `b` at nearness `near` from a destination as one integer in (load per capacity
+/// descending, nearness, index) order: loads are non-negative, so their bits order as the loads
+/// do and their complement reverses it.
+fn source_key(pc: &[f64], near: u32, b: usize) -> u128 {
+    u128::from(!pc[b].to_bits()) << 64 | u128::from(near) << 32 | b as u128
+}
+
+/// Core `b`'s place among sources regardless of a destination: its load per capacity descending,
+/// then its index.
 fn by_load(pc: &[f64], b: usize) -> u128 {
-    u128::from(!pc[b].to_bits()) << 64 | b as u128
+    source_key(pc, 0, b)
 }
 
 /// The cores of `queued` in [`by_load`] order. Loads per capacity take few distinct values (a
@@ -307,11 +310,7 @@ mod tests {
                 .iter()
                 .map(CoreId::index)
                 .filter(|&b| pc[b] > target)
-                .map(|b| {
-                    u128::from(!pc[b].to_bits()) << 64
-                        | u128::from(places.near(b, c)) << 32
-                        | b as u128
-                })
+                .map(|b| source_key(&pc, places.near(b, c), b))
                 .collect();
             want.sort_unstable();
             want.truncate(MAX_SOURCES_TRIED);
