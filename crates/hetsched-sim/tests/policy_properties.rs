@@ -3,6 +3,12 @@
 //! work conserving (the simulator's debug assertion, `Policy::conserves_work_for`, fires inside
 //! every run of these tests), and a seed fixes the run.
 //!
+//! A ratio is of mean makespans over [`SEEDS`] seeds. A seed varies what varies between real runs
+//! (arrival jitter, placement order, wake-up timing), and one run's makespan moves by more than
+//! the tolerances: the baseline against itself, seed 1 against seed 2, falls below 0.99x on about
+//! one case in six of the survey (down to 0.88x). A single run would measure that noise; the
+//! mean of five measures the policies.
+//!
 //! `HETSCHED_PROPTEST_CASES=N` runs N random cases (default [`DEFAULT_CASES`]); every case prints
 //! its ratios with `--nocapture`.
 
@@ -20,6 +26,9 @@ const DEFAULT_CASES: u32 = 64;
 const VS_BASELINE: f64 = 0.99;
 /// ... and at least this times the best other policy's.
 const VS_BEST_OTHER: f64 = 0.97;
+
+/// Seeds whose mean makespan a ratio compares (module doc).
+const SEEDS: u64 = 5;
 
 /// The policies `hetsched` is compared with (every non-oracle policy but the baseline).
 const OTHERS: &[&str] = &[
@@ -280,14 +289,25 @@ fn run(topo: &Topology, w: &Workload, policy: &str, seed: u64) -> RunResult {
     simulate(topo, w, p, cfg)
 }
 
-/// `hetsched`'s makespan speedup over the default baseline, after checking that a seed fixes its
-/// run (the work-conservation assertion runs inside both runs).
+/// The mean makespan of `policy` over [`SEEDS`] seeds, or `None` if a run did not finish.
+fn mean_makespan(topo: &Topology, w: &Workload, policy: &str) -> Option<f64> {
+    let mut sum = 0.0;
+    for seed in 1..=SEEDS {
+        let r = run(topo, w, policy, seed);
+        if !r.finished {
+            return None;
+        }
+        sum += r.makespan_s;
+    }
+    Some(sum / SEEDS as f64)
+}
+
+/// `hetsched`'s makespan speedup over the default baseline (mean makespans), after checking that
+/// a seed fixes its run (the work-conservation assertion runs inside every run).
 fn vs_baseline(case: &Case) -> f64 {
     let topo = topology(&case.machine);
     let w = case.workload();
-    let base = run(&topo, &w, "linux-default", 1);
     let ours = run(&topo, &w, "hetsched", 1);
-    assert!(base.finished && ours.finished, "unfinished run");
     let again = run(&topo, &w, "hetsched", 1);
     assert_eq!(
         ours.makespan_s, again.makespan_s,
@@ -297,23 +317,32 @@ fn vs_baseline(case: &Case) -> f64 {
         ours.migrations, again.migrations,
         "hetsched not deterministic"
     );
-    base.makespan_s / ours.makespan_s
+    let base = mean_makespan(&topo, &w, "linux-default").expect("unfinished baseline run");
+    let ours = mean_makespan(&topo, &w, "hetsched").expect("unfinished hetsched run");
+    base / ours
 }
 
-/// `hetsched`'s makespan speedup over the best other policy, and that policy.
+/// `hetsched`'s makespan speedup over the best other policy (mean makespans), and that policy.
 fn vs_best_other(case: &Case) -> (f64, &'static str) {
     let topo = topology(&case.machine);
     let w = case.workload();
-    let ours = run(&topo, &w, "hetsched", 1);
-    assert!(ours.finished, "unfinished run");
+    let ours = mean_makespan(&topo, &w, "hetsched").expect("unfinished hetsched run");
     let (best_other, best) = OTHERS
         .iter()
-        .map(|&p| (p, run(&topo, &w, p, 1)))
-        .filter(|(_, r)| r.finished)
-        .map(|(p, r)| (p, r.makespan_s))
+        .filter_map(|&p| Some((p, mean_makespan(&topo, &w, p)?)))
         .min_by(|a, b| a.1.total_cmp(&b.1))
         .unwrap_or(("none", f64::MAX));
-    (best / ours.makespan_s, best_other)
+    (best / ours, best_other)
+}
+
+/// The baseline against itself, as [`vs_baseline`] sets a policy against it: seed 1's makespan
+/// over seed 2's (the noise a single run has).
+fn baseline_noise(case: &Case) -> f64 {
+    let topo = topology(&case.machine);
+    let w = case.workload();
+    let one = run(&topo, &w, "linux-default", 1);
+    let two = run(&topo, &w, "linux-default", 2);
+    one.makespan_s / two.makespan_s
 }
 
 fn cases() -> u32 {
@@ -364,16 +393,14 @@ proptest! {
 
     /// `hetsched` >= 0.99x the default baseline by makespan.
     ///
-    /// Does not hold yet: 10 of 200 cases of the survey fall below, the worst at 0.913x (11
-    /// single-threaded programs on 2 + 2 + 1 + 2 cores of four speeds, with no wide process
-    /// beside them to take the cores they share). Others: a long program left on a slow core of
-    /// another node when the fast cores free up (AMPS's overhead prediction forbids the move the
-    /// baseline makes: 0.930x). The shrunk
-    /// case replayed first from `policy_properties.proptest-regressions` (5 cores at 1.89 GHz +
-    /// 5 at 1.0 GHz in 3 nodes, a 14-thread barrier job of 5 rounds beside a phase changer) holds
-    /// now: 1.267x (0.969x before the phase changer held a fast core).
+    /// Does not hold yet: 10 of 200 cases of the survey fall below, the worst at 0.955x (a phase
+    /// changer, the longest job, among 22 short programs and two request services on 5 + 5 + 5
+    /// + 18 cores of four speeds in 3 nodes: it receives less CPU than under the baseline while
+    /// the machine is crowded, then finishes last, alone). The others lie at 0.967-0.989x:
+    /// barrier jobs beside programs or services, and two barrier jobs placed whole per node on a
+    /// one-speed NUMA machine (0.987x).
     #[test]
-    #[ignore = "does not hold yet: worst ratio 0.913x, see the doc comment"]
+    #[ignore = "does not hold yet: worst ratio 0.955x, see the doc comment"]
     fn hetsched_at_least_the_baseline(case in arb_case()) {
         println!("{}", describe(&case));
         let r = vs_baseline(&case);
@@ -383,16 +410,14 @@ proptest! {
 
     /// `hetsched` >= 0.97x the best other policy by makespan.
     ///
-    /// Does not hold yet: 13 of 200 cases of the survey fall below, the worst at 0.819x `hass`
-    /// (18 + 22 + 9 + 5 cores at 2.2, 2.08, 1.86 and 1.0 GHz in 4 nodes with shared LLCs; 60
-    /// memory-bound programs and an 11-thread service: `hass`, `numa-amp` and the baseline keep
-    /// memory-bound programs apart, AMPS's balance does not look at contention). Others: a
-    /// request service beside a barrier job wider than the machine, which `numa-amp` places
-    /// whole on the fast cores (0.852x). The shrunk case replayed first (17 + 12 + 12 + 19 cores
-    /// at 3.65, 3.18, 2.4 and 1.0 GHz in 4 nodes, FPU modules; 37 programs beside barrier jobs of
-    /// 11 and 28 threads) holds: 0.993x `bulldover`.
+    /// Does not hold yet: 8 of 200 cases of the survey fall below, the worst at 0.849x
+    /// `numa-amp` (an 11-thread request service beside a 65-thread barrier job on 11 + 13 + 7 +
+    /// 11 cores of four speeds in 2 nodes: `numa-amp` places the service whole on the fast cores,
+    /// where its requests finish first; `hetsched` leaves both to AMPS's balance because the
+    /// barrier job is wider than either side). The others lie at 0.917-0.969x, most against
+    /// `numa-amp` or `hass` beside request services.
     #[test]
-    #[ignore = "does not hold yet: worst ratio 0.819x, see the doc comment"]
+    #[ignore = "does not hold yet: worst ratio 0.849x, see the doc comment"]
     fn hetsched_near_the_best_other_policy(case in arb_case()) {
         println!("{}", describe(&case));
         let (r, best) = vs_best_other(&case);
@@ -401,9 +426,10 @@ proptest! {
     }
 }
 
-/// The worst ratios over `HETSCHED_PROPTEST_CASES` random cases, printed (no assertion):
-/// `HETSCHED_PROPTEST_CASES=100 cargo test -p hetsched-sim --test policy_properties survey --
-/// --ignored --nocapture`.
+/// The worst ratios over `HETSCHED_PROPTEST_CASES` random cases, printed (no assertion), and how
+/// often the baseline falls below the tolerance against itself run to run:
+/// `HETSCHED_PROPTEST_CASES=200 cargo test --release -p hetsched-sim --test policy_properties
+/// survey -- --ignored --nocapture`.
 #[test]
 #[ignore = "a survey for reports, not a check"]
 fn survey() {
@@ -412,11 +438,19 @@ fn survey() {
     let mut runner = TestRunner::deterministic();
     let strategy = arb_case();
     let (mut worst_base, mut worst_other) = ((f64::MAX, String::new()), (f64::MAX, String::new()));
-    for i in 0..cases() {
+    let (mut fail_base, mut fail_other, mut noisy) = (0, 0, 0);
+    let n = cases();
+    for i in 0..n {
         let case = strategy.new_tree(&mut runner).unwrap().current();
         let b = vs_baseline(&case);
         let (o, best) = vs_best_other(&case);
-        println!("case {i}: vs baseline {b:.3}, vs best other ({best}) {o:.3}");
+        let noise = baseline_noise(&case);
+        println!(
+            "case {i}: vs baseline {b:.3}, vs best other ({best}) {o:.3}, baseline seed 1 vs 2 {noise:.3}"
+        );
+        fail_base += usize::from(b < VS_BASELINE);
+        fail_other += usize::from(o < VS_BEST_OTHER);
+        noisy += usize::from(noise < VS_BASELINE);
         if b < VS_BASELINE || o < VS_BEST_OTHER {
             println!("  fails: {}", describe(&case));
         }
@@ -427,11 +461,16 @@ fn survey() {
             worst_other = (o, format!("{best}: {}", describe(&case)));
         }
     }
-    println!("worst vs baseline {:.3}: {}", worst_base.0, worst_base.1);
+    println!("{n} cases, means of {SEEDS} seeds");
     println!(
-        "worst vs best other {:.3}: {}",
+        "below {VS_BASELINE}x the baseline: {fail_base}; worst {:.3}: {}",
+        worst_base.0, worst_base.1
+    );
+    println!(
+        "below {VS_BEST_OTHER}x the best other policy: {fail_other}; worst {:.3}: {}",
         worst_other.0, worst_other.1
     );
+    println!("the baseline below {VS_BASELINE}x itself, seed 1 against seed 2: {noisy}");
 }
 
 /// A case [`hetsched_at_least_the_baseline`] found (0.841x before the lone service was given to
@@ -655,4 +694,48 @@ fn regression_services_that_fit_the_fast_cores_are_not_placed_whole() {
     };
     let r = vs_baseline(&case);
     assert!(r >= VS_BASELINE, "vs baseline {r:.3}");
+}
+
+/// Two groups of programs, a 28-thread request service and a phase changer on 10 cores at 3.49
+/// GHz and 14 at 1.0 GHz: pinned by AMPS, the programs that shared a core or ran on a slow one
+/// for the whole run finished long after the others (0.926x `hass` before the progress swaps,
+/// which let the busy programs take turns on the cores that offer more).
+#[test]
+fn regression_programs_take_turns_on_the_cores_that_offer_more() {
+    let case = Case {
+        machine: MachineShape {
+            name: "random".into(),
+            ghz: vec![3.49, 1.0],
+            cores: vec![10, 14],
+            nodes: 2,
+            shared_llc: false,
+            fpu_modules: true,
+        },
+        apps: vec![
+            AppKind::Batch {
+                copies: 10,
+                gi: 10,
+                cpi: 1.4,
+                mpki: 10.0,
+            },
+            AppKind::Batch {
+                copies: 24,
+                gi: 4,
+                cpi: 0.5,
+                mpki: 9.0,
+            },
+            AppKind::Service {
+                threads: 28,
+                requests: 61,
+                mi: 2,
+                sleep_ms: 2,
+            },
+            AppKind::PhaseChanger { rounds: 7 },
+        ],
+    };
+    let (r, best) = vs_best_other(&case);
+    println!("vs best other ({best}) {r:.3}");
+    assert!(r >= VS_BEST_OTHER, "vs {best} {r:.3}");
+    let b = vs_baseline(&case);
+    assert!(b >= VS_BASELINE, "vs baseline {b:.3}");
 }

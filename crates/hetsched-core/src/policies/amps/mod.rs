@@ -15,6 +15,8 @@
 //!    reason ("otherwise four threads would share the faster core and each would perform similarly
 //!    to running on a slow core") only holds once the fast core is full, so we read the tie rule as
 //!    faster-core-first, which section 2.3 defines for under-utilised cores ([`initial_core`]).
+//!    Where the paper is silent, among equal idle cores, Linux's fork placement decides: the
+//!    core with the fewest threads on its LLC, then in its module or SMT pipeline.
 //! 4. **Dynamic migration** (section 2.3.2): threads, queued or running, move to cores of lower
 //!    scaled load even if their core goes idle; never when the destination's scaled load after the
 //!    move, `(n_d+1)/P_d`, would reach the source's before it, `n_s/P_s` (the paper says "greater
@@ -142,36 +144,47 @@ pub fn throughput_gain(n_src: u32, f_src: f64, n_dst: u32, f_dst: f64) -> f64 {
 /// The core a new thread starts on (section 2.3.2, rules 3 and 6 of the module doc): an idle core
 /// if `allowed` has one (an idle core adds its speed to the machine's throughput, a busy one adds
 /// nothing); among those, or among busy cores when none idles, least new scaled load; ties to the
-/// faster core while the new load is below 1, to the slower one after; then the lower id.
+/// faster core while the new load is below 1, to the slower one after; among idle cores, then
+/// the least `crowd` (how many threads run beside the core on the caches and the module it
+/// shares: Linux's fork placement, `sched_balance_find_dst_group`, takes the idlest group and
+/// `select_idle_core` a core whose siblings idle); then the lower id.
 pub fn initial_core(
     allowed: &CpuSet,
     runnable: impl Fn(CoreId) -> u32,
     power: impl Fn(CoreId) -> f64,
+    mut crowd: impl FnMut(CoreId) -> u64,
 ) -> Option<CoreId> {
     let any_idle = allowed.iter().any(|c| runnable(c) == 0);
-    let mut best: Option<(f64, f64, CoreId)> = None;
+    // (load, power, the crowd once asked for, core).
+    let mut best: Option<(f64, f64, Option<u64>, CoreId)> = None;
     for c in allowed.iter().filter(|&c| !any_idle || runnable(c) == 0) {
         let p = power(c);
         let l = scaled_load(runnable(c) + 1, p);
-        let better = match best {
+        let better = match &mut best {
             None => true,
-            Some((bl, bp, _)) => {
-                if l < bl - LOAD_EPS * bl.max(1.0) {
+            Some((bl, bp, bm, b)) => {
+                if l < *bl - LOAD_EPS * bl.max(1.0) {
                     true
-                } else if l > bl + LOAD_EPS * bl.max(1.0) {
+                } else if l > *bl + LOAD_EPS * bl.max(1.0) {
                     false
-                } else if l < 1.0 - LOAD_EPS {
-                    p > bp + LOAD_EPS
+                } else if p > *bp + LOAD_EPS {
+                    l < 1.0 - LOAD_EPS
+                } else if p < *bp - LOAD_EPS {
+                    l >= 1.0 - LOAD_EPS
+                } else if any_idle {
+                    // Asked for on ties between idle cores only, and for the best core once.
+                    let m = crowd(c);
+                    m < *bm.get_or_insert_with(|| crowd(*b))
                 } else {
-                    p < bp - LOAD_EPS
+                    false
                 }
             }
         };
         if better {
-            best = Some((l, p, c));
+            best = Some((l, p, None, c));
         }
     }
-    best.map(|(_, _, c)| c)
+    best.map(|(_, _, _, c)| c)
 }
 
 /// What the policy knows of the machine, derived once from the topology.
@@ -186,9 +199,34 @@ struct Machine {
     /// Cores of each LLC and of each node.
     llc_cores: Vec<Vec<u32>>,
     node_cores: Vec<Vec<u32>>,
+    /// Per core, the cores it shares a module or its SMT pipeline with.
+    mates: Vec<Vec<u32>>,
 }
 
 impl Machine {
+    /// How crowded `c`'s surroundings are ([`initial_core`]): the threads on the other cores of
+    /// its LLC, then on those it shares a module or its pipeline with. `llc_sums` memoises the
+    /// LLCs' counts for one placement (`u32::MAX`: not yet counted).
+    fn crowd(&self, runnable: impl Fn(CoreId) -> u32, llc_sums: &mut Vec<u32>, c: CoreId) -> u64 {
+        let i = c.index();
+        let on_llc = match self.llc[i] {
+            Some(l) => {
+                llc_sums.resize(self.llc_cores.len(), u32::MAX);
+                let sum = &mut llc_sums[l.index()];
+                if *sum == u32::MAX {
+                    *sum = self.llc_cores[l.index()]
+                        .iter()
+                        .map(|&x| runnable(CoreId(x)))
+                        .sum();
+                }
+                *sum - runnable(c)
+            }
+            None => 0,
+        };
+        let mates: u32 = self.mates[i].iter().map(|&m| runnable(CoreId(m))).sum();
+        (u64::from(on_llc) << 32) | u64::from(mates)
+    }
+
     /// A move from `s` to `d` does not lower the machine's throughput (rule 6).
     fn keeps_throughput(&self, runnable: &[u32], s: usize, d: usize) -> bool {
         throughput_gain(runnable[s], self.speed[s], runnable[d], self.speed[d]) >= -LOAD_EPS
@@ -414,6 +452,21 @@ impl Amps {
                     .nodes()
                     .iter()
                     .map(|nd| topology.node_cores(nd.id).iter().map(|c| c.0).collect())
+                    .collect(),
+                mates: topology
+                    .cores()
+                    .iter()
+                    .map(|c| {
+                        let mut m: Vec<u32> = topology
+                            .module_mates(c.id)
+                            .into_iter()
+                            .chain(c.siblings.iter().copied())
+                            .map(|x| x.0)
+                            .collect();
+                        m.sort_unstable();
+                        m.dedup();
+                        m
+                    })
                     .collect(),
             });
         }
@@ -724,7 +777,8 @@ impl Policy for Amps {
     fn on_thread_start(&mut self, view: &View<'_>, thread: ThreadId) -> Option<CpuSet> {
         *self.alloc_state(thread) = AllocationPhase::default();
         self.ensure_machine(view.topology);
-        let power = &self.machine.as_ref()?.power;
+        let machine = self.machine.as_ref()?;
+        let power = &machine.power;
         // A thread that already runs or waits somewhere (it joins from another policy's care)
         // leaves its core: that core counts without it.
         let obs = view.thread(thread);
@@ -738,17 +792,20 @@ impl Policy for Amps {
             open = obs.user_allowed.difference(&self.closed.cores);
             &open
         };
+        let mut llc_sums = Vec::new();
+        let runnable = |c: CoreId| {
+            let n = view.core(c).runnable;
+            if Some(c) == here {
+                n.saturating_sub(1)
+            } else {
+                n
+            }
+        };
         initial_core(
             allowed,
-            |c| {
-                let n = view.core(c).runnable;
-                if Some(c) == here {
-                    n.saturating_sub(1)
-                } else {
-                    n
-                }
-            },
+            runnable,
             |c| power[c.index()],
+            |c| machine.crowd(runnable, &mut llc_sums, c),
         )
         .map(CpuSet::single)
     }

@@ -243,9 +243,13 @@ impl Scratch {
                 let near = open.intersection(&node);
                 let open = if near.is_empty() { open } else { near };
                 let runnable = &self.runnable;
-                let Some(d) =
-                    initial_core(&open, |x| runnable[x.index()], |x| machine.power[x.index()])
-                else {
+                let mut llc_sums = Vec::new();
+                let Some(d) = initial_core(
+                    &open,
+                    |x| runnable[x.index()],
+                    |x| machine.power[x.index()],
+                    |x| machine.crowd(|m| runnable[m.index()], &mut llc_sums, x),
+                ) else {
                     continue;
                 };
                 self.apply(view, t, was_running, c, d.index());

@@ -212,14 +212,76 @@ fn initial_placement_fills_idle_cores_before_sharing_the_fast_one() {
     assert_eq!(placed, vec![0, 1, 2, 3, 0]);
 }
 
+/// Among idle cores of one speed a new thread takes the one with the fewest threads on its LLC,
+/// then in its module (Linux's fork placement takes the idlest group, `select_idle_core` a core
+/// whose siblings idle): two LLCs of four fast cores, modules of two, and a slow core.
+#[test]
+fn initial_placement_spreads_over_llcs_then_modules() {
+    let topo = parse_machine(
+        r#"
+name = "spread"
+memory_latency_ns = 80.0
+[[classes]]
+name = "fast"
+freq_ghz = 2.0
+[[classes]]
+name = "slow"
+freq_ghz = 1.0
+[[cores]]
+cpus = "0-7"
+class = "fast"
+[[cores]]
+cpus = "8"
+class = "slow"
+[[modules]]
+cpus = "0-7"
+shared_by = 2
+shares_fpu = true
+[[caches]]
+level = 3
+size = "8 MiB"
+assoc = 16
+cpus = "0-7"
+shared_by = 4
+[[caches]]
+level = 3
+size = "1 MiB"
+assoc = 16
+cpus = "8"
+shared_by = 1
+"#,
+        "test",
+    )
+    .unwrap();
+    let mut s = State::new(topo);
+    let mut amps = amps_s1();
+    let mut placed = Vec::new();
+    for _ in 0..6 {
+        let cores = s.cores();
+        let id = ThreadId(s.threads.len() as u32);
+        s.threads
+            .push(ThreadObs::new(id, AppId(0), s.topo.all_cores(), 1));
+        let core = amps
+            .on_thread_start(&s.view(&cores), id)
+            .unwrap()
+            .first()
+            .unwrap();
+        placed.push(core.0);
+        s.apply(&[Placement::pin(id, core)]);
+    }
+    // The other LLC, then the other module of each LLC, then the lowest id once every module
+    // and LLC is as busy as the others.
+    assert_eq!(placed, vec![0, 4, 2, 6, 1, 5]);
+}
+
 #[test]
 fn initial_placement_respects_the_users_mask() {
     let s = State::new(smp("0", "1-3", 4.0));
     let cores = s.cores();
     let allowed: CpuSet = [CoreId(2), CoreId(3)].into_iter().collect();
-    let c = initial_core(&allowed, |c| cores[c.index()].runnable, |_| 1.0);
+    let c = initial_core(&allowed, |c| cores[c.index()].runnable, |_| 1.0, |_| 0);
     assert_eq!(c, Some(CoreId(2)));
-    assert_eq!(initial_core(&CpuSet::new(), |_| 0, |_| 1.0), None);
+    assert_eq!(initial_core(&CpuSet::new(), |_| 0, |_| 1.0, |_| 0), None);
 }
 
 #[test]

@@ -20,6 +20,22 @@
 //! [`MIN_DWELL_NS`]: HASS section 6 found the IPC-driven algorithm's swaps on noisy, phase-changing
 //! ratios cost more than they won; a margin and a dwell time make a swap need a sustained
 //! difference.
+//!
+//! **Progress swaps** (ours). AMPS's balance says how many threads each core runs, not which, and
+//! it pins them: a program that shares a core, or runs on a slow one, stays there for the whole
+//! run while others have a fast core to themselves, and finishes long after them (60 programs on
+//! 54 cores of four speeds: three shared fast cores to the end, 0.82x `hass`, whose partitions
+//! let Linux rotate threads). So the threads take turns. Each thread's received capacity is its
+//! CPU time weighted by the capacity of the core it ran on, summed since it began; a busy thread
+//! (one that used at least half of what its core offered it over the last period, so not a
+//! request service waiting for work) that received the least for its time alive swaps with the
+//! best served busy thread, when that one received more by [`SWAP_MARGIN`] and sits on a core that
+//! offers each of its threads more (capacity over run-queue length) by the same margin. A swap
+//! keeps every run-queue length, as a benefit swap does, and waits out the same dwell time; it
+//! never pairs threads the benefit rule would swap back (the one going to the faster class must
+//! not gain less by the margin), so the benefit swaps keep their placement. Over a run every
+//! busy program receives about the same share of the machine, as under Linux's fair scheduler,
+//! and programs of equal length finish together.
 
 use crate::ids::{CoreId, ThreadId};
 use crate::observe::{Counters, ThreadObs, ThreadState, View};
@@ -46,6 +62,10 @@ pub const SWAP_MARGIN: f64 = 0.10;
 /// How long both threads of a swap must have stayed on their cores, ns (ours): three estimate
 /// periods, so a thread that was just moved is judged on its new core before it moves again.
 pub const MIN_DWELL_NS: u64 = 3 * BENEFIT_PERIOD_NS;
+
+/// How many of the best served threads a progress swap tries as partners for one thread (ours:
+/// enough for every class of a machine, few enough that a round stays linear in the threads).
+const PARTNERS_TRIED: usize = 16;
 
 /// A thread's speedup on a core of class `fast` over one of class `slow`, from its signature
 /// (HASS section 3).
@@ -78,6 +98,14 @@ pub fn counter_benefit(
 #[derive(Clone, Debug, Default)]
 struct Tracked {
     last: Counters,
+    /// CPU time it received, each period's weighted by the capacity of the core it ran on
+    /// (fastest class = 1), ns.
+    service_ns: f64,
+    /// When it was first looked at.
+    born_ns: Option<u64>,
+    /// Over the last period it used at least half of what its core offered it (it was busy, not
+    /// sleeping).
+    busy: bool,
     /// Smoothed estimate, once measured.
     estimate: Option<f64>,
     /// The core it was on at the last look, and since when.
@@ -93,6 +121,8 @@ pub struct Benefit {
     slowest: usize,
     threads: Vec<Tracked>,
     next_ns: u64,
+    /// When the last period began.
+    last_ns: u64,
 }
 
 impl Benefit {
@@ -119,6 +149,8 @@ impl Benefit {
     /// Fold the last period of every thread `owned` accepts into its estimate.
     pub fn observe(&mut self, view: &View<'_>, owned: impl Fn(&ThreadObs) -> bool) {
         self.learn(view.topology);
+        let period_ns = view.now_ns.saturating_sub(self.last_ns) as f64;
+        self.last_ns = view.now_ns;
         self.next_ns = view.now_ns + BENEFIT_PERIOD_NS;
         if self.threads.len() < view.threads.len() {
             self.threads.resize(view.threads.len(), Tracked::default());
@@ -132,6 +164,12 @@ impl Benefit {
             }
             let d = t.counters.since(&x.last);
             x.last = t.counters;
+            let born = *x.born_ns.get_or_insert(view.now_ns);
+            if let Some(c) = x.core.or(t.cpu) {
+                x.service_ns += d.cpu_time_ns * topo.class_of(c).capacity;
+                let offered = period_ns / view.core(c).runnable.max(1) as f64;
+                x.busy = born < view.now_ns && d.cpu_time_ns >= 0.5 * offered;
+            }
             if t.cpu != x.core {
                 x.core = t.cpu;
                 x.since_ns = view.now_ns;
@@ -212,6 +250,81 @@ impl Benefit {
             slower.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)));
             self.swap_pairs(view, &alone, &on_fast, &slower, &mut swapped, out, pages);
         }
+        self.progress_swaps(view, &alone, &candidates, &mut swapped, out, pages);
+    }
+
+    /// Even out what the busy threads receive (module doc, "Progress swaps"): the thread that
+    /// has received the least capacity for its time alive, on a core that offers each of its
+    /// threads little, swaps with the best served thread on a core that offers more, both by
+    /// [`SWAP_MARGIN`], unless the benefit rule would swap them back.
+    fn progress_swaps(
+        &mut self,
+        view: &View<'_>,
+        alone: &impl Fn(&ThreadObs) -> bool,
+        candidates: &[(f64, CoreId, ThreadId)],
+        swapped: &mut Vec<ThreadId>,
+        out: &mut Vec<Placement>,
+        pages: &mut Vec<PageMove>,
+    ) {
+        let topo = view.topology;
+        let speed = |c: CoreId| topo.class_of(c).capacity;
+        // What the core gives each of its threads: a swap keeps every run-queue length.
+        let offer = |c: CoreId| speed(c) / view.core(c).runnable.max(1) as f64;
+        // (received capacity per ns alive, estimate, core, thread), least served first.
+        let mut busy: Vec<(f64, f64, CoreId, ThreadId)> = candidates
+            .iter()
+            .filter(|x| !swapped.contains(&x.2))
+            .filter_map(|&(b, c, t)| {
+                let x = self.threads.get(t.index())?;
+                let alive = view.now_ns.saturating_sub(x.born_ns?) as f64;
+                (x.busy && alive > 0.0).then(|| (x.service_ns / alive, b, c, t))
+            })
+            .collect();
+        busy.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.3.cmp(&b.3)));
+        let mut used = vec![false; busy.len()];
+        let best = busy.last().map_or(0.0, |x| x.0);
+        // The best served thread not yet swapped is below this.
+        let mut top = busy.len();
+        for i in 0..busy.len() {
+            let (rp, bp, cp, tp) = busy[i];
+            // Nobody received enough more than this thread, nor than any after it.
+            if best <= rp * (1.0 + SWAP_MARGIN) {
+                break;
+            }
+            if used[i] {
+                continue;
+            }
+            while top > i + 1 && used[top - 1] {
+                top -= 1;
+            }
+            // Best served first, among the first few that received enough more: a round's cost
+            // stays linear in the threads.
+            let partner = (i + 1..top)
+                .rev()
+                .take_while(|&j| busy[j].0 > rp * (1.0 + SWAP_MARGIN))
+                .take(PARTNERS_TRIED)
+                .filter(|&j| !used[j])
+                .find(|&j| {
+                    let (_, br, cr, tr) = busy[j];
+                    // After the swap the thread on the faster class must not gain less than the
+                    // other by the benefit margin, or the benefit rule would swap them back.
+                    let (on_faster, on_slower) = if speed(cr) > speed(cp) + 1e-9 {
+                        (bp, br)
+                    } else {
+                        (br, bp)
+                    };
+                    let kept = (speed(cr) - speed(cp)).abs() <= 1e-9
+                        || on_slower <= on_faster * (1.0 + SWAP_MARGIN);
+                    offer(cr) > offer(cp) * (1.0 + SWAP_MARGIN)
+                        && kept
+                        && self.try_swap(view, alone, (tr, cr), (tp, cp), out, pages)
+                });
+            if let Some(j) = partner {
+                used[i] = true;
+                used[j] = true;
+                swapped.extend([tp, busy[j].3]);
+            }
+        }
     }
 
     /// Swap the threads of `on_fast` (least gain first) with those of `slower` (most gain first)
@@ -227,45 +340,62 @@ impl Benefit {
         out: &mut Vec<Placement>,
         pages: &mut Vec<PageMove>,
     ) {
-        let topo = view.topology;
         for (&(bf, cf, tf), &(bs, cs, ts)) in on_fast.iter().zip(slower) {
             if bs <= bf * (1.0 + SWAP_MARGIN) {
                 break;
             }
-            let (of, os) = (view.thread(tf), view.thread(ts));
-            let cheap = |t: &ThreadObs, from: CoreId, to: CoreId| {
-                numa::running_move_allowed(NumaMode::Rss, topo, &t.resident_bytes, false, from, to)
-            };
-            let fits = of.user_allowed.contains(cs) && os.user_allowed.contains(cf);
-            if !fits || !(cheap(of, cf, cs) || alone(of)) || !(cheap(os, cs, cf) || alone(os)) {
-                continue;
+            if self.try_swap(view, alone, (tf, cf), (ts, cs), out, pages) {
+                swapped.extend([tf, ts]);
             }
-            out.push(Placement::pin(tf, cs));
-            out.push(Placement::pin(ts, cf));
-            for (t, from, to) in [(of, cf, cs), (os, cs, cf)] {
-                let (a, b) = (topo.node_of(from), topo.node_of(to));
-                let elsewhere: u64 = t
-                    .resident_bytes
-                    .iter()
-                    .enumerate()
-                    .filter(|&(n, _)| n != b.index())
-                    .map(|(_, &x)| x)
-                    .sum();
-                if a != b && elsewhere > 0 && alone(t) {
-                    pages.push(PageMove {
-                        app: t.app,
-                        to: b,
-                        max_bytes: elsewhere,
-                    });
-                }
-            }
-            for (t, c) in [(tf, cs), (ts, cf)] {
-                let x = &mut self.threads[t.index()];
-                x.core = Some(c);
-                x.since_ns = view.now_ns;
-            }
-            swapped.extend([tf, ts]);
         }
+    }
+
+    /// Swap the cores of threads `a` and `b` (each with the core it is pinned to) if their masks
+    /// allow and each move passes AMPS's overhead prediction or takes the thread's pages along
+    /// ([`Benefit::swaps`]); both start a new dwell time. Returns whether they swapped.
+    fn try_swap(
+        &mut self,
+        view: &View<'_>,
+        alone: &impl Fn(&ThreadObs) -> bool,
+        (ta, ca): (ThreadId, CoreId),
+        (tb, cb): (ThreadId, CoreId),
+        out: &mut Vec<Placement>,
+        pages: &mut Vec<PageMove>,
+    ) -> bool {
+        let topo = view.topology;
+        let (oa, ob) = (view.thread(ta), view.thread(tb));
+        let cheap = |t: &ThreadObs, from: CoreId, to: CoreId| {
+            numa::running_move_allowed(NumaMode::Rss, topo, &t.resident_bytes, false, from, to)
+        };
+        let fits = oa.user_allowed.contains(cb) && ob.user_allowed.contains(ca);
+        if !fits || !(cheap(oa, ca, cb) || alone(oa)) || !(cheap(ob, cb, ca) || alone(ob)) {
+            return false;
+        }
+        out.push(Placement::pin(ta, cb));
+        out.push(Placement::pin(tb, ca));
+        for (t, from, to) in [(oa, ca, cb), (ob, cb, ca)] {
+            let (a, b) = (topo.node_of(from), topo.node_of(to));
+            let elsewhere: u64 = t
+                .resident_bytes
+                .iter()
+                .enumerate()
+                .filter(|&(n, _)| n != b.index())
+                .map(|(_, &x)| x)
+                .sum();
+            if a != b && elsewhere > 0 && alone(t) {
+                pages.push(PageMove {
+                    app: t.app,
+                    to: b,
+                    max_bytes: elsewhere,
+                });
+            }
+        }
+        for (t, c) in [(ta, cb), (tb, ca)] {
+            let x = &mut self.threads[t.index()];
+            x.core = Some(c);
+            x.since_ns = view.now_ns;
+        }
+        true
     }
 
     /// A new thread has id `t` (an id may be an exited thread's): nothing of the old one is kept.

@@ -32,7 +32,10 @@
 //!   the fast cores go to the threads that gain most from them ([`benefit`]: HASS's signature
 //!   estimate when a signature is known, the same model fed by online counters otherwise), by swaps
 //!   that keep AMPS's balance, with a margin and a dwell time against the IPC-driven algorithm's
-//!   thrashing, and across nodes only where AMPS's overhead prediction allows.
+//!   thrashing, and across nodes only where AMPS's overhead prediction allows. Busy programs that
+//!   the pinning left on cores that offer them less (a slow core, a shared one) take turns with
+//!   the best served ones by the same swaps ([`benefit`], progress swaps), so no program is
+//!   left behind for the whole run.
 //! - **Single-threaded programs alone on the faster cores while threads outnumber cores**
 //!   ([`solo`]): AMPS's balance says how many threads share each core, not which; a program that
 //!   can use one core only finishes last when it shares one, while a wide process can use every

@@ -276,7 +276,9 @@ fn a_signature_overrides_what_counters_suggest() {
 }
 
 /// Estimates that differ by less than the margin, noisy period to period, move nothing: the
-/// IPC-driven algorithm's thrashing (HASS section 6) does not happen.
+/// IPC-driven algorithm's thrashing (HASS section 6) does not happen. (The threads sleep more
+/// than half of each period, so the progress swaps, which even out busy threads only, leave them
+/// be; the estimates are ratios of their CPU time and do not change.)
 #[test]
 fn differences_under_the_margin_swap_nothing() {
     let mut s = Bench::new("amps-smp");
@@ -286,10 +288,12 @@ fn differences_under_the_margin_swap_nothing() {
     // cross every period, 1.60 against 1.66 and back: without a margin they would swap.
     let low = Behaviour {
         stall: 0.40,
+        sleep: 0.6,
         ..COMPUTE
     };
     let high = Behaviour {
         stall: 0.2048,
+        sleep: 0.6,
         ..COMPUTE
     };
     let ids: Vec<ThreadId> = [low, low, high, high]
@@ -314,17 +318,66 @@ fn differences_under_the_margin_swap_nothing() {
 }
 
 /// Without LLC-miss counters (this VM, or any machine with software events only) every thread
-/// gains alike; AMPS's balance alone decides.
+/// gains alike: no benefit swap, AMPS's balance decides how many threads each core runs, and the
+/// progress swaps decide who: four busy programs on 2 fast and 6 slow cores take turns on the
+/// fast cores, each move at least a dwell time after the thread's last, until each has received
+/// about the same capacity.
 #[test]
-fn without_miss_counters_nothing_is_swapped() {
+fn without_miss_counters_busy_threads_take_turns_on_the_fast_cores() {
     let mut s = Bench::new("amps-smp");
     let mut p = policy();
-    for a in 0..4 {
-        s.start(&mut p, a, 7, COMPUTE);
+    let ids: Vec<ThreadId> = (0..4).map(|a| s.start(&mut p, a, 7, COMPUTE)).collect();
+    let fast = |c: CoreId| c.0 < 2;
+    let mut on_fast = [0u32; 4];
+    let mut last_move = [0u64; 4];
+    let periods = 60u64;
+    for k in 1..=periods {
+        let out = s.period(&mut p);
+        for pl in &out {
+            let i = ids.iter().position(|&t| t == pl.thread).unwrap();
+            assert!(
+                last_move[i] == 0 || s.now - last_move[i] >= MIN_DWELL_NS,
+                "period {k}: thread {i} moved again within the dwell time"
+            );
+            last_move[i] = s.now;
+        }
+        // Every swap pairs a fast core's thread with a slow one's: two of them stay fast.
+        assert_eq!(ids.iter().filter(|&&t| fast(s.cpu(t))).count(), 2);
+        for (i, &t) in ids.iter().enumerate() {
+            on_fast[i] += u32::from(fast(s.cpu(t)));
+        }
     }
-    for k in 0..20 {
-        assert!(s.period(&mut p).is_empty(), "period {k}");
+    // Half the periods each on a fast core, give or take a dwell time and the first periods.
+    let dwell = (MIN_DWELL_NS / BENEFIT_PERIOD_NS) as u32;
+    for (i, &n) in on_fast.iter().enumerate() {
+        assert!(
+            n.abs_diff(periods as u32 / 2) <= 2 * dwell,
+            "thread {i} on a fast core {n} of {periods} periods"
+        );
     }
+}
+
+/// A thread that sleeps most of what its core offers (a request service) has received little
+/// because it asked for little: the progress swaps give it no faster core, and a busy one that
+/// has received less than it keeps its place among the busy.
+#[test]
+fn sleeping_threads_are_not_given_turns_on_the_fast_cores() {
+    let mut s = Bench::new("amps-smp");
+    let mut p = policy();
+    let sleeper = Behaviour {
+        sleep: 0.8,
+        ..COMPUTE
+    };
+    // Two busy programs take the fast cores first, then two sleepers and two busy ones the slow.
+    let busy_fast: Vec<ThreadId> = (0..2).map(|a| s.start(&mut p, a, 7, COMPUTE)).collect();
+    let sleepers: Vec<ThreadId> = (2..4).map(|a| s.start(&mut p, a, 7, sleeper)).collect();
+    for k in 0..30 {
+        s.period(&mut p);
+        for &t in &sleepers {
+            assert!(s.cpu(t).0 >= 2, "period {k}: a sleeper got a fast core");
+        }
+    }
+    assert!(busy_fast.iter().all(|&t| s.cpu(t).0 < 2));
 }
 
 /// A swap across nodes takes a lone thread's pages along (Ding's sticky pages); a thread of a
