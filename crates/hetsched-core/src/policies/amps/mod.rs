@@ -41,8 +41,11 @@
 //!    raise it always happen: every idle core pulls a thread waiting elsewhere that may run on it,
 //!    from the nearest core first and across nodes too unless section 2.4.2's overhead
 //!    prediction calls the move costly (a thread pinned far from its memory for good loses more
-//!    than the wait; `always` skips the prediction), else a thread running alone on a slower core of its node that the scaled load would
-//!    move (faster-core-first); a new thread starts on an idle core if it may. Moves that lower
+//!    than the wait; `always` skips the prediction), else a thread running alone on a slower core
+//!    that the scaled load would move (faster-core-first): of the idle core's node first, of
+//!    another node only if it is its process's only thread (a thread with siblings would leave
+//!    their shared data; the periodic balance's node threshold decides for it) and the overhead
+//!    prediction allows; a new thread starts on an idle core if it may. Moves that lower
 //!    it never happen: no thread leaves a core it runs alone on for a busy one. Between those,
 //!    rules 3 and 4 decide, which only share out the same throughput among threads. The paper's
 //!    scaled load counts a core `F` times faster as `F × S` slots, so with `F × S ≥ 2` it keeps
@@ -67,7 +70,7 @@ mod scratch;
 pub use numa::NumaMode;
 
 use crate::cpuset::CpuSet;
-use crate::ids::{CoreId, LlcId, NodeId, ThreadId};
+use crate::ids::{AppId, CoreId, LlcId, NodeId, ThreadId};
 use crate::observe::{ThreadState, View};
 use crate::policy::{Placement, Policy};
 use crate::prefetch::prefetch;
@@ -257,6 +260,48 @@ pub struct Amps {
     orders: Orders,
     /// Cores left to other threads ([`Amps::close`]).
     closed: Closed,
+    /// Which threads each process has under the policy (rule 6's pull across nodes).
+    members: Members,
+}
+
+/// The live threads of each process the policy was given, kept at thread start and exit.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Members {
+    /// Per thread: the process it is counted under.
+    of: Vec<Option<AppId>>,
+    /// Per process: its threads counted.
+    count: Vec<u32>,
+}
+
+impl Members {
+    fn start(&mut self, t: ThreadId, app: AppId) {
+        self.exit(t);
+        let (ti, ai) = (t.index(), app.index());
+        if self.of.len() <= ti {
+            self.of.resize(ti + 1, None);
+        }
+        if self.count.len() <= ai {
+            self.count.resize(ai + 1, 0);
+        }
+        self.of[ti] = Some(app);
+        self.count[ai] += 1;
+    }
+
+    fn exit(&mut self, t: ThreadId) {
+        if let Some(app) = self.of.get_mut(t.index()).and_then(Option::take) {
+            self.count[app.index()] -= 1;
+        }
+    }
+
+    /// `t` is the only thread of its process the policy holds: it shares no data with a thread
+    /// it would leave behind.
+    pub(super) fn alone(&self, t: ThreadId) -> bool {
+        self.of
+            .get(t.index())
+            .copied()
+            .flatten()
+            .is_some_and(|a| self.count[a.index()] == 1)
+    }
 }
 
 /// The cores ordered for a periodic balance, kept up to date move by move: by key
@@ -564,9 +609,15 @@ impl Amps {
                 if sc.runnable[d] != 0 || *moves >= max_moves {
                     continue;
                 }
-                let Some((s, t, was_running)) =
-                    sc.pull_into_idle(machine, view, &self.alloc, closed, candidates, d)
-                else {
+                let Some((s, t, was_running)) = sc.pull_into_idle(
+                    machine,
+                    view,
+                    &self.alloc,
+                    closed,
+                    &self.members,
+                    candidates,
+                    d,
+                ) else {
                     continue;
                 };
                 sc.apply_keyed(view, order, machine, t, was_running, s, d);
@@ -776,6 +827,7 @@ impl Policy for Amps {
 
     fn on_thread_start(&mut self, view: &View<'_>, thread: ThreadId) -> Option<CpuSet> {
         *self.alloc_state(thread) = AllocationPhase::default();
+        self.members.start(thread, view.thread(thread).app);
         self.ensure_machine(view.topology);
         let machine = self.machine.as_ref()?;
         let power = &machine.power;
@@ -808,6 +860,10 @@ impl Policy for Amps {
             |c| machine.crowd(runnable, &mut llc_sums, c),
         )
         .map(CpuSet::single)
+    }
+
+    fn on_thread_exit(&mut self, _view: &View<'_>, thread: ThreadId) {
+        self.members.exit(thread);
     }
 
     fn on_core_idle(&mut self, view: &View<'_>, core: CoreId, out: &mut Vec<Placement>) {

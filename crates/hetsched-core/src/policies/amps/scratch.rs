@@ -4,8 +4,8 @@
 use super::numa::{self, AllocationPhase, NumaMode};
 use super::order::CoreKey;
 use super::{
-    costly_across_nodes, improves, initial_core, scaled_load, Machine, Orders, ACROSS_NODES,
-    LOAD_EPS,
+    costly_across_nodes, improves, initial_core, scaled_load, Machine, Members, Orders,
+    ACROSS_NODES, LOAD_EPS,
 };
 use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, ThreadId};
@@ -160,14 +160,17 @@ impl Scratch {
     /// The thread idle core `d` pulls (rule 6): from the nearest core with a thread waiting that
     /// may run on `d` (any node: an idle core beside a waiting thread is lost throughput), the
     /// busiest (then slower) first among equally near ones; failing that, a thread running alone
-    /// on a slower core of `d`'s node that AMPS's scaled load would move (faster-core-first).
-    /// Returns the source, the thread and whether it was running.
+    /// on a slower core that AMPS's scaled load would move (faster-core-first), the nearest
+    /// first: in another node only a process's only thread (`members`) whose move the overhead
+    /// prediction allows. Returns the source, the thread and whether it was running.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn pull_into_idle(
         &self,
         machine: &Machine,
         view: &View<'_>,
         alloc: &[AllocationPhase],
         closed: &Closed,
+        members: &Members,
         candidates: &mut Vec<(u8, CoreKey)>,
         d: usize,
     ) -> Option<(usize, ThreadId, bool)> {
@@ -199,14 +202,17 @@ impl Scratch {
                 && self.runnable[s] == 1
                 && !closed.core(s)
                 && faster
-                && near < ACROSS_NODES
                 && improves(after, self.load(power, s)))
             .then(|| (near, self.key(power, s)))
         }));
         candidates.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        candidates.iter().find_map(|&(_, k)| {
+        candidates.iter().find_map(|&(near, k)| {
             let s = k.2 as usize;
             self.movable(view, machine.numa, alloc, closed, s, dst)
+                .filter(|&(t, _)| {
+                    near < ACROSS_NODES
+                        || (members.alone(t) && !costly_across_nodes(machine.numa, view, t, s, d))
+                })
                 .map(|(t, r)| (s, t, r))
         })
     }

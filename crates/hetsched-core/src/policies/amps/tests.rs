@@ -274,6 +274,50 @@ shared_by = 1
     assert_eq!(placed, vec![0, 4, 2, 6, 1, 5]);
 }
 
+/// A faster core that goes idle pulls, from another node, a program running alone on a slow core
+/// when the program is its process's only thread and AMPS's overhead prediction does not call the
+/// move costly; a thread with siblings stays with their shared data (the periodic balance's node
+/// threshold decides for it), and one whose memory exceeds the destination's LLC stays with its
+/// memory.
+#[test]
+fn an_idle_fast_core_pulls_a_lone_program_from_another_node() {
+    // numa2: node 0 = core 0 (fast) and core 1; node 1 = cores 2 and 3 (slow); 8 MiB LLCs.
+    let pulled = |apps: &[u32], resident: u64| {
+        let mut s = State::new(numa2());
+        let mut amps = Amps::new(AmpsConfig::default());
+        for (i, &app) in apps.iter().enumerate() {
+            let t = s.add(2 + i as u32);
+            s.threads[t.index()].app = AppId(app);
+            s.threads[t.index()].resident_bytes = vec![0, resident];
+        }
+        let cores = s.cores();
+        for i in 0..apps.len() {
+            // Registers the thread's process; where it would start is not asked here.
+            amps.on_thread_start(&s.view(&cores), ThreadId(i as u32));
+        }
+        // The fast core has just gone idle (new-idle balance).
+        let mut out = Vec::new();
+        amps.on_core_idle(&s.view(&cores), CoreId(0), &mut out);
+        out.iter()
+            .map(|p| (p.thread.0, p.cpus.first().unwrap().0))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(pulled(&[0], 1 << 20), vec![(0, 0)], "a lone program moves");
+    let two = pulled(&[0, 1], 1 << 20);
+    assert!(
+        two.len() == 1 && two[0].1 == 0,
+        "one of two programs moves: {two:?}"
+    );
+    assert!(
+        pulled(&[0, 0], 1 << 20).is_empty(),
+        "two threads of one process"
+    );
+    assert!(
+        pulled(&[0], 64 << 20).is_empty(),
+        "its memory exceeds the LLC"
+    );
+}
+
 #[test]
 fn initial_placement_respects_the_users_mask() {
     let s = State::new(smp("0", "1-3", 4.0));
