@@ -269,27 +269,31 @@ pub struct Amps {
 pub(super) struct Members {
     /// Per thread: the process it is counted under.
     of: Vec<Option<AppId>>,
-    /// Per process: its threads counted.
-    count: Vec<u32>,
+    /// Per process with a thread counted: how many (a process leaves when its last thread does,
+    /// so a daemon's churn of processes keeps this to the live ones).
+    count: BTreeMap<AppId, u32>,
 }
 
 impl Members {
     fn start(&mut self, t: ThreadId, app: AppId) {
         self.exit(t);
-        let (ti, ai) = (t.index(), app.index());
+        let ti = t.index();
         if self.of.len() <= ti {
             self.of.resize(ti + 1, None);
         }
-        if self.count.len() <= ai {
-            self.count.resize(ai + 1, 0);
-        }
         self.of[ti] = Some(app);
-        self.count[ai] += 1;
+        *self.count.entry(app).or_insert(0) += 1;
     }
 
     fn exit(&mut self, t: ThreadId) {
-        if let Some(app) = self.of.get_mut(t.index()).and_then(Option::take) {
-            self.count[app.index()] -= 1;
+        let Some(app) = self.of.get_mut(t.index()).and_then(Option::take) else {
+            return;
+        };
+        if let std::collections::btree_map::Entry::Occupied(mut e) = self.count.entry(app) {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
+                e.remove();
+            }
         }
     }
 
@@ -300,7 +304,7 @@ impl Members {
             .get(t.index())
             .copied()
             .flatten()
-            .is_some_and(|a| self.count[a.index()] == 1)
+            .is_some_and(|a| self.count.get(&a) == Some(&1))
     }
 }
 

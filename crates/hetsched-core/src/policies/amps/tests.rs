@@ -693,3 +693,28 @@ proptest::proptest! {
         proptest::prop_assert_eq!(scanned, queued);
     }
 }
+
+/// The process counts behind rule 6's pull across nodes: a thread started twice counts once, an
+/// exit of a thread never started changes nothing, and a process leaves with its last thread.
+#[test]
+fn members_count_each_process_s_live_threads() {
+    let mut m = Members::default();
+    let (a, b, c) = (ThreadId(0), ThreadId(5), ThreadId(9));
+    m.start(a, AppId(7));
+    assert!(m.alone(a));
+    m.start(b, AppId(7));
+    assert!(!m.alone(a) && !m.alone(b));
+    // Started again (it joins from another part of a combined policy): still one thread.
+    m.start(b, AppId(7));
+    m.exit(a);
+    assert!(m.alone(b), "b is app 7's only thread");
+    m.exit(c);
+    m.exit(a);
+    assert!(m.alone(b));
+    // A thread that changes process counts under the new one only.
+    m.start(b, AppId(8));
+    assert!(m.alone(b));
+    m.exit(b);
+    assert!(!m.alone(b));
+    assert!(m.count.is_empty(), "no process left: {:?}", m.count);
+}

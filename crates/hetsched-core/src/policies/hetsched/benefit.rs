@@ -280,7 +280,7 @@ impl Benefit {
                 (x.busy && alive > 0.0).then(|| (x.service_ns / alive, b, c, t))
             })
             .collect();
-        busy.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.3.cmp(&b.3)));
+        busy.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.3.cmp(&b.3)));
         let mut used = vec![false; busy.len()];
         let best = busy.last().map_or(0.0, |x| x.0);
         // The best served thread not yet swapped is below this.
