@@ -244,17 +244,27 @@ impl Scratch {
                 .iter()
                 .map(|&x| CoreId(x))
                 .collect();
+            // What stays on `c` once the leaving threads are gone: its neighbours' crowd counts
+            // that, not the threads on their way out.
+            let stays = self.runnable[c].saturating_sub(leaving.len() as u32);
             for (t, was_running) in leaving {
                 let open = view.thread(t).user_allowed.difference(&closed.cores);
                 let near = open.intersection(&node);
                 let open = if near.is_empty() { open } else { near };
                 let runnable = &self.runnable;
+                let after = |m: CoreId| {
+                    if m.index() == c {
+                        stays
+                    } else {
+                        runnable[m.index()]
+                    }
+                };
                 let mut llc_sums = Vec::new();
                 let Some(d) = initial_core(
                     &open,
                     |x| runnable[x.index()],
                     |x| machine.power[x.index()],
-                    |x| machine.crowd(|m| runnable[m.index()], &mut llc_sums, x),
+                    |x| machine.crowd(after, &mut llc_sums, x),
                 ) else {
                     continue;
                 };
