@@ -230,6 +230,12 @@ impl Machine {
         (u64::from(on_llc) << 32) | u64::from(mates)
     }
 
+    /// Rule 6 lets `t` leave core `s` for an idle core `d`: within a node always, across nodes
+    /// unless the overhead prediction calls the move costly ([`costly_across_nodes`]).
+    fn pull_allowed(&self, view: &View<'_>, t: ThreadId, s: usize, d: usize) -> bool {
+        self.distance(s, d) < ACROSS_NODES || !costly_across_nodes(self.numa, view, t, s, d)
+    }
+
     /// A move from `s` to `d` does not lower the machine's throughput (rule 6).
     fn keeps_throughput(&self, runnable: &[u32], s: usize, d: usize) -> bool {
         throughput_gain(runnable[s], self.speed[s], runnable[d], self.speed[d]) >= -LOAD_EPS
@@ -289,10 +295,10 @@ impl Members {
         let Some(app) = self.of.get_mut(t.index()).and_then(Option::take) else {
             return;
         };
-        if let std::collections::btree_map::Entry::Occupied(mut e) = self.count.entry(app) {
-            *e.get_mut() -= 1;
-            if *e.get() == 0 {
-                e.remove();
+        if let Some(n) = self.count.get_mut(&app) {
+            *n -= 1;
+            if *n == 0 {
+                self.count.remove(&app);
             }
         }
     }
@@ -882,8 +888,7 @@ impl Policy for Amps {
         let Some(src) = view.thread(thread).cpu else {
             return true;
         };
-        m.distance(src.index(), core.index()) < ACROSS_NODES
-            || !costly_across_nodes(m.numa, view, thread, src.index(), core.index())
+        m.pull_allowed(view, thread, src.index(), core.index())
     }
 }
 

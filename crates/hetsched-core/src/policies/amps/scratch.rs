@@ -4,8 +4,7 @@
 use super::numa::{self, AllocationPhase, NumaMode};
 use super::order::CoreKey;
 use super::{
-    costly_across_nodes, improves, initial_core, scaled_load, Machine, Members, Orders,
-    ACROSS_NODES, LOAD_EPS,
+    improves, initial_core, scaled_load, Machine, Members, Orders, ACROSS_NODES, LOAD_EPS,
 };
 use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, ThreadId};
@@ -183,12 +182,10 @@ impl Scratch {
                 .map(|s| (machine.distance(s, d), self.key(power, s))),
         );
         candidates.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        if let Some(found) = candidates.iter().find_map(|&(near, k)| {
+        if let Some(found) = candidates.iter().find_map(|&(_, k)| {
             let s = k.2 as usize;
             self.movable(view, machine.numa, alloc, closed, s, dst)
-                .filter(|&(t, _)| {
-                    near < ACROSS_NODES || !costly_across_nodes(machine.numa, view, t, s, d)
-                })
+                .filter(|&(t, _)| machine.pull_allowed(view, t, s, d))
                 .map(|(t, r)| (s, t, r))
         }) {
             return Some(found);
@@ -210,8 +207,7 @@ impl Scratch {
             let s = k.2 as usize;
             self.movable(view, machine.numa, alloc, closed, s, dst)
                 .filter(|&(t, _)| {
-                    near < ACROSS_NODES
-                        || (members.alone(t) && !costly_across_nodes(machine.numa, view, t, s, d))
+                    machine.pull_allowed(view, t, s, d) && (near < ACROSS_NODES || members.alone(t))
                 })
                 .map(|(t, r)| (s, t, r))
         })

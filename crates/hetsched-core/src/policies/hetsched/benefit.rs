@@ -63,6 +63,12 @@ pub const SWAP_MARGIN: f64 = 0.10;
 /// periods, so a thread that was just moved is judged on its new core before it moves again.
 pub const MIN_DWELL_NS: u64 = 3 * BENEFIT_PERIOD_NS;
 
+/// The benefit rule swaps a thread on a faster core whose estimate is `on_faster` with one on a
+/// slower core whose estimate is `on_slower` (module doc): only past the margin.
+fn gains_more(on_slower: f64, on_faster: f64) -> bool {
+    on_slower > on_faster * (1.0 + SWAP_MARGIN)
+}
+
 /// How many of the best served threads a progress swap tries as partners for one thread (ours:
 /// enough for every class of a machine, few enough that a round stays linear in the threads).
 const PARTNERS_TRIED: usize = 16;
@@ -313,8 +319,8 @@ impl Benefit {
                     } else {
                         (br, bp)
                     };
-                    let kept = (speed(cr) - speed(cp)).abs() <= 1e-9
-                        || on_slower <= on_faster * (1.0 + SWAP_MARGIN);
+                    let kept =
+                        (speed(cr) - speed(cp)).abs() <= 1e-9 || !gains_more(on_slower, on_faster);
                     offer(cr) > offer(cp) * (1.0 + SWAP_MARGIN)
                         && kept
                         && self.try_swap(view, alone, (tr, cr), (tp, cp), out, pages)
@@ -341,7 +347,7 @@ impl Benefit {
         pages: &mut Vec<PageMove>,
     ) {
         for (&(bf, cf, tf), &(bs, cs, ts)) in on_fast.iter().zip(slower) {
-            if bs <= bf * (1.0 + SWAP_MARGIN) {
+            if !gains_more(bs, bf) {
                 break;
             }
             if self.try_swap(view, alone, (tf, cf), (ts, cs), out, pages) {
