@@ -238,13 +238,15 @@ impl Benefit {
         let mut levels: Vec<f64> = candidates.iter().map(|x| speed(x.1)).collect();
         levels.sort_by(|a, b| b.total_cmp(a));
         levels.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
-        let mut swapped: Vec<ThreadId> = Vec::new();
+        // Per thread: it swapped this round (indexed by thread, so a test costs nothing however
+        // many swapped).
+        let mut swapped = vec![false; view.threads.len()];
         let mut on_fast: Vec<(f64, CoreId, ThreadId)> = Vec::new();
         let mut slower: Vec<(f64, CoreId, ThreadId)> = Vec::new();
         for &level in levels.iter().take(levels.len().saturating_sub(1)) {
             on_fast.clear();
             slower.clear();
-            for &x in candidates.iter().filter(|x| !swapped.contains(&x.2)) {
+            for &x in candidates.iter().filter(|x| !swapped[x.2.index()]) {
                 let s = speed(x.1);
                 if (s - level).abs() < 1e-9 {
                     on_fast.push(x);
@@ -268,7 +270,7 @@ impl Benefit {
         view: &View<'_>,
         alone: &impl Fn(&ThreadObs) -> bool,
         candidates: &[(f64, CoreId, ThreadId)],
-        swapped: &mut Vec<ThreadId>,
+        swapped: &mut [bool],
         out: &mut Vec<Placement>,
         pages: &mut Vec<PageMove>,
     ) {
@@ -279,7 +281,7 @@ impl Benefit {
         // (received capacity per ns alive, estimate, core, thread), least served first.
         let mut busy: Vec<(f64, f64, CoreId, ThreadId)> = candidates
             .iter()
-            .filter(|x| !swapped.contains(&x.2))
+            .filter(|x| !swapped[x.2.index()])
             .filter_map(|&(b, c, t)| {
                 let x = self.threads.get(t.index())?;
                 let alive = view.now_ns.saturating_sub(x.born_ns?) as f64;
@@ -328,7 +330,8 @@ impl Benefit {
             if let Some(j) = partner {
                 used[i] = true;
                 used[j] = true;
-                swapped.extend([tp, busy[j].3]);
+                swapped[tp.index()] = true;
+                swapped[busy[j].3.index()] = true;
             }
         }
     }
@@ -342,7 +345,7 @@ impl Benefit {
         alone: &impl Fn(&ThreadObs) -> bool,
         on_fast: &[(f64, CoreId, ThreadId)],
         slower: &[(f64, CoreId, ThreadId)],
-        swapped: &mut Vec<ThreadId>,
+        swapped: &mut [bool],
         out: &mut Vec<Placement>,
         pages: &mut Vec<PageMove>,
     ) {
@@ -351,7 +354,8 @@ impl Benefit {
                 break;
             }
             if self.try_swap(view, alone, (tf, cf), (ts, cs), out, pages) {
-                swapped.extend([tf, ts]);
+                swapped[tf.index()] = true;
+                swapped[ts.index()] = true;
             }
         }
     }

@@ -654,6 +654,13 @@ impl Policy for Hetsched {
             let ours =
                 |t: &ThreadObs| part.get(t.id.index()).copied().flatten() == Some(Part::Amps);
             self.benefit.observe(view, ours);
+            // Per thread, whether AMPS just moved it: asked of every thread.
+            let mut moved = vec![false; view.threads.len()];
+            for t in &amps_moved {
+                if let Some(m) = moved.get_mut(t.index()) {
+                    *m = true;
+                }
+            }
             self.benefit.swaps(
                 view,
                 // A thread of a multi-threaded process waits for its siblings at every barrier:
@@ -661,7 +668,7 @@ impl Policy for Hetsched {
                 // processes swap.
                 |t| {
                     ours(t)
-                        && !amps_moved.contains(&t.id)
+                        && !moved[t.id.index()]
                         && counts.get(t.app) == 1
                         && solo.core_of(t.id).is_none()
                 },
