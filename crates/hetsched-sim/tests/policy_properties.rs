@@ -393,11 +393,11 @@ proptest! {
 
     /// `hetsched` >= 0.99x the default baseline by makespan.
     ///
-    /// Does not hold yet: 7 of 200 cases of the survey fall below, the worst at 0.978x (request
+    /// Does not hold yet: 8 of 200 cases of the survey fall below, the worst at 0.978x (request
     /// services of 55 and 45 threads beside barrier jobs of 20 and 51 threads on 3 + 12 + 19
     /// cores of three speeds sharing one LLC: 0.976-0.981x on every seed). The others lie at
-    /// 0.980-0.989x: barrier jobs beside programs or services, a long phase changer among 58
-    /// programs. Of cases
+    /// 0.980-0.989x: barrier jobs beside programs or services, two barrier jobs placed whole per
+    /// node on a one-speed NUMA machine (0.987x), a long phase changer among 58 programs. Of cases
     /// 200-299, 3 fall below, the worst at 0.920x (request services of 17 and 36 threads on four
     /// classes in 3 nodes).
     #[test]

@@ -142,7 +142,7 @@ impl ProcessCounts {
             // processes at each thread start otherwise.
             each_fits_a_side: self.grouped < 2
                 || self.groups().max().unwrap_or(0) as usize <= fast.max(slow),
-            busy_beyond_room: true,
+            busy_beyond_fast: true,
             one_fits_fast: self.grouped >= 2
                 && self.groups().min().is_some_and(|n| n as usize <= budget),
         }

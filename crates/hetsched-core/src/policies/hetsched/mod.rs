@@ -8,7 +8,7 @@
 //! | part        | whose threads                                              | from                 |
 //! |-------------|------------------------------------------------------------|----------------------|
 //! | `fragments` | threads whose application names their data fragment        | Pinter section 4.1   |
-//! | `processes` | threads of multi-threaded processes, when two or more such processes share a one-speed multi-node machine and their threads (all of them) keep more cores busy than a node has, or an asymmetric one on whose fast cores one of them fits whole, where none is wider than the larger side, and whose threads keep more cores busy than it has fast ones | Ding et al. section 3.3 |
+//! | `processes` | threads of multi-threaded processes, when two or more such processes share a multi-node machine, or an asymmetric one on whose fast cores one of them fits whole, where none is wider than the larger side, and whose threads (all of them) keep more cores busy than it has fast ones | Ding et al. section 3.3 |
 //! | `amps`      | every other thread on an asymmetric machine                | AMPS sections 2.2-2.4, plus HASS/Ding benefit swaps and cores held alone ([`solo`]) |
 //! | `fpu`       | every other thread on a one-speed machine with shared FPUs | BulldOver section 5  |
 //! | `backend`   | everything else: no placement, the backend balances        | (Linux)              |
@@ -143,9 +143,8 @@ pub struct Competition {
     /// No such process has more competing threads than the larger side (the fast cores or the
     /// others) has cores.
     pub each_fits_a_side: bool,
-    /// The threads keep more cores busy than whole placement has room for: the fast cores on an
-    /// asymmetric machine, one NUMA node on a one-speed one ([`Hetsched::competition`]).
-    pub busy_beyond_room: bool,
+    /// The threads keep more cores busy than there are fast cores.
+    pub busy_beyond_fast: bool,
 }
 
 /// The part for a live thread: `app_threads` live threads in its process (module doc's table).
@@ -160,11 +159,6 @@ pub struct Competition {
 /// cores busy than there are fast cores: every thread can have one when it runs, and there is
 /// nothing to choose (two request services of 9 and 19 threads keeping about 8 of 22 fast cores
 /// busy: 0.84x placed whole, one held to the slow cores while fast cores idled; 1.00x balanced).
-/// On a one-speed NUMA machine, processes are placed whole in nodes only while the threads keep
-/// more cores busy than a node has: within a node's worth they need not share one, and moving them
-/// whole into nodes costs their caches and leaves their pages behind (two barrier jobs of 6 and 4
-/// threads on 36 cores in 2 nodes: 0.987x `linux-default` placed whole, 1.000x left to the FPU
-/// part; no other of 300 random cases changed).
 pub fn part_for(shape: Shape, t: &ThreadObs, app_threads: u32, c: Competition) -> Part {
     part_by(shape, t.data_fragment.is_some(), app_threads, c)
 }
@@ -178,9 +172,9 @@ fn part_by(shape: Shape, has_fragment: bool, app_threads: u32, c: Competition) -
     let whole_process = app_threads >= 2
         && c.grouped_apps >= 2
         && if shape.asymmetric {
-            c.one_fits_fast && c.each_fits_a_side && c.busy_beyond_room
+            c.one_fits_fast && c.each_fits_a_side && c.busy_beyond_fast
         } else {
-            shape.numa && c.busy_beyond_room
+            shape.numa
         };
     if whole_process {
         Part::Processes
@@ -257,8 +251,8 @@ pub struct Hetsched {
     /// Cores' worth of CPU time the threads used, smoothed over [`DEMAND_WINDOW_NS`]; `None`
     /// before two counts.
     busy_cores: Option<f64>,
-    /// What the last decision said of it against the room whole placement has ([`BUSY_BAND`]).
-    busy_beyond_room: bool,
+    /// What the last decision said of it against the fast cores ([`BUSY_BAND`]).
+    busy_beyond_fast: bool,
     /// What the last [`Hetsched::reassign`] decided the parts on: the counts and how the
     /// processes competed. While they, the threads' processes, fragments and exits, and the parts
     /// themselves stay as they were, every thread is in the part it would be given again.
@@ -268,9 +262,8 @@ pub struct Hetsched {
     inputs_changed: bool,
     /// A thread changed part since the last reassignment.
     parts_touched: bool,
-    /// How many cores `numa-amp` calls fast ([`fast_side`]), the others, and the room whole
-    /// placement has ([`Hetsched::competition`]); learnt with the machine.
-    sides: Option<(usize, usize, usize)>,
+    /// Cores `numa-amp` calls fast ([`fast_side`]), and the others (learnt with the machine).
+    sides: Option<(usize, usize)>,
     /// Pages that follow a swapped thread to its new node.
     page_moves: Vec<PageMove>,
     notice: Option<String>,
@@ -328,7 +321,7 @@ impl Hetsched {
             log_bits: Vec::new(),
             counted_at: None,
             busy_cores: None,
-            busy_beyond_room: true,
+            busy_beyond_fast: true,
             assigned_on: None,
             inputs_changed: false,
             parts_touched: false,
@@ -355,28 +348,21 @@ impl Hetsched {
 
     /// How the multi-threaded processes compete now (after [`Hetsched::process_counts`]).
     fn competition(&mut self, topo: &Topology) -> Competition {
-        let (fast, slow, room) = *self.sides.get_or_insert_with(|| {
+        let (fast, slow) = *self.sides.get_or_insert_with(|| {
             let fast = fast_side(topo).len();
-            // Whole placement puts a process on the fast side or, on a one-speed machine, in one
-            // node: the room it has is the fast cores, or the largest node.
-            let room = if fast > 0 {
-                fast
-            } else {
-                topo.nodes().iter().map(|n| n.cpus.len()).max().unwrap_or(0)
-            };
-            (fast, topo.num_cores() - fast, room)
+            (fast, topo.num_cores() - fast)
         });
-        // Unmeasured, the demand counts as beyond the room (nothing is decided on it). Once
-        // beyond, it must fall below the band under the room to count as within it again, so a
-        // demand that hovers at the room does not move whole processes back and forth.
+        // Unmeasured, the demand counts as beyond the fast cores (nothing is decided on it). Once
+        // beyond, it must fall below the band under the fast cores to count as within them again,
+        // so a demand that hovers at the fast cores does not move whole processes back and forth.
         let beyond = match self.busy_cores {
             None => true,
-            Some(b) if self.busy_beyond_room => b > room as f64 * (1.0 - BUSY_BAND),
-            Some(b) => b > room as f64,
+            Some(b) if self.busy_beyond_fast => b > fast as f64 * (1.0 - BUSY_BAND),
+            Some(b) => b > fast as f64,
         };
-        self.busy_beyond_room = beyond;
+        self.busy_beyond_fast = beyond;
         Competition {
-            busy_beyond_room: beyond,
+            busy_beyond_fast: beyond,
             ..self.counts.competition(fast, slow)
         }
     }

@@ -38,12 +38,8 @@ struct Bench {
 
 impl Bench {
     fn new(machine: &str) -> Self {
-        Bench::on(preset(machine))
-    }
-
-    fn on(topo: Topology) -> Self {
         Bench {
-            topo,
+            topo: preset(machine),
             threads: Vec::new(),
             behaviour: Vec::new(),
             now: 0,
@@ -165,7 +161,7 @@ fn each_thread_goes_to_the_part_its_situation_calls_for() {
         grouped_apps,
         one_fits_fast,
         each_fits_a_side: true,
-        busy_beyond_room: true,
+        busy_beyond_fast: true,
     };
     assert_eq!(part_for(amp, &hinted, 4, c(2, true)), Part::Fragments);
     assert_eq!(part_for(smp, &hinted, 1, c(0, false)), Part::Fragments);
@@ -693,35 +689,6 @@ fn processes_run_whole_only_while_they_keep_more_cores_busy_than_the_fast_ones()
         }
         for &t in &threads {
             assert_eq!(p.part_of(t), Some(want), "sleeping {sleep}");
-        }
-    }
-}
-
-/// Two 3-thread processes on a one-speed machine of 2 nodes of 8 cores: busy on 6 cores, which
-/// one node holds, they are left to the backend (moved whole into nodes they lost their caches and
-/// left their pages behind, with nothing to separate); with four such processes busy on 12 cores,
-/// more than a node holds, they run whole per node (Ding).
-#[test]
-fn on_one_speed_processes_run_whole_only_while_they_keep_more_cores_busy_than_a_node() {
-    let machine = crate::shapes::MachineShape {
-        name: "two nodes".into(),
-        ghz: vec![2.0],
-        cores: vec![16],
-        nodes: 2,
-        shared_llc: true,
-        fpu_modules: false,
-    };
-    for (processes, want) in [(2, Part::Backend), (4, Part::Processes)] {
-        let mut s = Bench::on(machine.topology().unwrap());
-        let mut p = policy();
-        let threads: Vec<ThreadId> = (0..3 * processes)
-            .map(|i| s.start(&mut p, i / 3, i, COMPUTE))
-            .collect();
-        for _ in 0..5 {
-            s.period(&mut p);
-        }
-        for &t in &threads {
-            assert_eq!(p.part_of(t), Some(want), "{processes} processes");
         }
     }
 }
