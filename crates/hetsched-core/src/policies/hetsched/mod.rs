@@ -8,7 +8,7 @@
 //! | part        | whose threads                                              | from                 |
 //! |-------------|------------------------------------------------------------|----------------------|
 //! | `fragments` | threads whose application names their data fragment        | Pinter section 4.1   |
-//! | `processes` | threads of multi-threaded processes, when two or more such processes share a multi-node machine, or an asymmetric one on whose fast cores one of them fits whole, where none is wider than the larger side, and whose threads (all of them) keep more cores busy than it has fast ones | Ding et al. section 3.3 |
+//! | `processes` | threads of multi-threaded processes, when two or more such processes share an asymmetric machine on whose fast cores one of them fits whole, where none is wider than the larger side, and whose threads (all of them) keep more cores busy than it has fast ones | Ding et al. section 3.3 |
 //! | `amps`      | every other thread on an asymmetric machine                | AMPS sections 2.2-2.4, plus HASS/Ding benefit swaps and cores held alone ([`solo`]) |
 //! | `fpu`       | every other thread on a one-speed machine with shared FPUs | BulldOver section 5  |
 //! | `backend`   | everything else: no placement, the backend balances        | (Linux)              |
@@ -26,7 +26,10 @@
 //!   rank: it cannot be whole on the fast cores without idling the slow ones, and AMPS's
 //!   capacity-proportional balance of its threads is what wins (AMPS section 4.2, OpenMP). The
 //!   same holds when no process fits whole in the fast cores' share of their threads: every
-//!   process would run split, at its slow threads' pace, so AMPS balances them by capacity.
+//!   process would run split, at its slow threads' pace, so AMPS balances them by capacity. On a
+//!   one-speed machine there is no fast side to give: what whole placement would still do is keep
+//!   each process in NUMA domains of its own, and measured against the kernel's balance that lost
+//!   far more often than it won (below).
 //! - **Threads by AMPS, ranked by benefit**: single-threaded processes and lone multi-threaded
 //!   ones get AMPS's scaled-load balance, faster-core-first and its NUMA migration rule. On top,
 //!   the fast cores go to the threads that gain most from them ([`benefit`]: HASS's signature
@@ -43,6 +46,12 @@
 //! - **Shared FPUs on one-speed machines** (BulldOver): with one core type, capacity balance has
 //!   nothing to add to the backend's; the co-location cost that remains is the shared FPU, so the
 //!   most FP-intensive threads are bound one per module and the rest left to the backend.
+//! - **One-speed NUMA machines: no whole processes.** Placed whole per NUMA domain (`numa-amp`'s
+//!   NUMA part), processes lost to the kernel's balance on 57 of 80 one-speed NUMA machines and
+//!   workloads of 2-4 multi-threaded processes (worst 0.65x: barrier jobs a little wider than a
+//!   node, three equal processes on two nodes leaving one node twice as loaded, processes moved
+//!   into domains while nothing competed for one, leaving their pages behind); left to the backend
+//!   (or the FPU part), 11 did, all on machines with shared FPUs, worst 0.92x.
 //!
 //! Each part is the paper's policy itself ([`Amps`], [`NumaAmp`], [`Bulldover`], [`DataSharing`]),
 //! run on a view in which the threads of the other parts have exited (it sees their load on the
@@ -113,8 +122,6 @@ impl Part {
 pub struct Shape {
     /// More than one core speed.
     pub asymmetric: bool,
-    /// More than one NUMA node.
-    pub numa: bool,
     /// Modules whose cores share an FPU.
     pub shared_fpu: bool,
 }
@@ -123,7 +130,6 @@ impl Shape {
     pub fn of(topo: &Topology) -> Shape {
         Shape {
             asymmetric: topo.is_asymmetric(),
-            numa: topo.nodes().len() > 1,
             shared_fpu: topo
                 .modules()
                 .iter()
@@ -148,7 +154,8 @@ pub struct Competition {
 }
 
 /// The part for a live thread: `app_threads` live threads in its process (module doc's table).
-/// On an asymmetric machine, processes are placed whole only when one of them can be whole on the
+/// Processes are placed whole only on an asymmetric machine (module doc: on a one-speed machine
+/// there is no fast side to give), and only when one of them can be whole on the
 /// fast cores: when none can, there is no choice of processes to make, and AMPS's balance of their
 /// threads by capacity keeps every thread at the same pace where a whole-process placement would
 /// split one across the sides anyway. Nor when a process has more competing threads than either
@@ -169,13 +176,12 @@ fn part_by(shape: Shape, has_fragment: bool, app_threads: u32, c: Competition) -
     if has_fragment {
         return Part::Fragments;
     }
-    let whole_process = app_threads >= 2
+    let whole_process = shape.asymmetric
+        && app_threads >= 2
         && c.grouped_apps >= 2
-        && if shape.asymmetric {
-            c.one_fits_fast && c.each_fits_a_side && c.busy_beyond_fast
-        } else {
-            shape.numa
-        };
+        && c.one_fits_fast
+        && c.each_fits_a_side
+        && c.busy_beyond_fast;
     if whole_process {
         Part::Processes
     } else if shape.asymmetric {
@@ -373,9 +379,9 @@ impl Hetsched {
         }
         let s = Shape::of(topo);
         self.shape = Some(s);
-        if !s.asymmetric && !s.numa && !s.shared_fpu {
+        if !s.asymmetric && !s.shared_fpu {
             self.notice = Some(format!(
-                "hetsched: {} has one core type, one NUMA node and no shared FPU; it places only \
+                "hetsched: {} has one core type and no shared FPU; it places only \
                  threads whose application names their data fragment",
                 topo.name()
             ));

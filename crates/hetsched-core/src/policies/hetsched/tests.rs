@@ -38,8 +38,12 @@ struct Bench {
 
 impl Bench {
     fn new(machine: &str) -> Self {
+        Bench::on(preset(machine))
+    }
+
+    fn on(topo: Topology) -> Self {
         Bench {
-            topo: preset(machine),
+            topo,
             threads: Vec::new(),
             behaviour: Vec::new(),
             now: 0,
@@ -689,6 +693,34 @@ fn processes_run_whole_only_while_they_keep_more_cores_busy_than_the_fast_ones()
         }
         for &t in &threads {
             assert_eq!(p.part_of(t), Some(want), "sleeping {sleep}");
+        }
+    }
+}
+
+/// Four busy 3-thread processes on one-speed machines of 2 nodes of 8 cores: no process is placed
+/// whole (there is no fast side; per node, whole placement lost to the kernel's balance), so the
+/// threads go to the backend, or with shared FPUs to the FPU part.
+#[test]
+fn on_one_speed_numa_machines_processes_are_not_placed_whole() {
+    for (fpu_modules, want) in [(false, Part::Backend), (true, Part::Fpu)] {
+        let machine = crate::shapes::MachineShape {
+            name: "two nodes".into(),
+            ghz: vec![2.0],
+            cores: vec![16],
+            nodes: 2,
+            shared_llc: true,
+            fpu_modules,
+        };
+        let mut s = Bench::on(machine.topology().unwrap());
+        let mut p = policy();
+        let threads: Vec<ThreadId> = (0..12)
+            .map(|i| s.start(&mut p, i / 3, i, COMPUTE))
+            .collect();
+        for _ in 0..5 {
+            s.period(&mut p);
+        }
+        for &t in &threads {
+            assert_eq!(p.part_of(t), Some(want), "FPU modules {fpu_modules}");
         }
     }
 }
