@@ -97,8 +97,8 @@ const MACHINES: &[MachineSpec] = &[
     },
 ];
 
-/// The machine file of `m`: one class at 2.5 GHz, 80 ns local memory, 21 (or 31 beyond the next
-/// node on machines of three or more) across.
+/// The machine file of `m`: one class at 2.5 GHz, 80 ns local memory, distance 21 to the next
+/// node and 31 beyond it.
 fn machine_toml(m: &MachineSpec) -> String {
     let n: u32 = m.nodes.iter().sum();
     let all = format!("0-{}", n - 1);
@@ -145,7 +145,6 @@ fn machine_toml(m: &MachineSpec) -> String {
             .map(|j| match i.abs_diff(j) {
                 0 => 10,
                 1 => 21,
-                _ if k <= 2 => 21,
                 _ => 31,
             })
             .collect();
@@ -256,6 +255,8 @@ fn service(name: &str, threads: u32, memory: bool) -> String {
 fn workloads(node: u32, cores: u32) -> Vec<(String, Vec<String>)> {
     let h = (node / 2).max(2);
     let q = (node / 4).max(2);
+    // The third phase-changing job takes what is left of a node, at least two threads.
+    let rest = node.saturating_sub(h + q + 1).max(2);
     let w = |name: &str, apps: Vec<String>| (name.to_string(), apps);
     vec![
         w(
@@ -294,14 +295,11 @@ fn workloads(node: u32, cores: u32) -> Vec<(String, Vec<String>)> {
                 .collect(),
         ),
         w(
-            &format!(
-                "memory/FP phases {h}+{q}+{}",
-                node.saturating_sub(h + q + 1).max(2)
-            ),
+            &format!("memory/FP phases {h}+{q}+{rest}"),
             vec![
                 phased_job("a", h),
                 phased_job("b", q),
-                phased_job("c", node.saturating_sub(h + q + 1).max(2)),
+                phased_job("c", rest),
             ],
         ),
         w(
