@@ -802,3 +802,102 @@ fn regression_three_equal_jobs_on_two_nodes_are_not_placed_whole() {
     println!("vs baseline {r:.3}");
     assert!(r >= VS_BASELINE, "vs baseline {r:.3}");
 }
+
+/// A program that allocates memory throughout its run (3 billion instructions, 256 MiB) beside
+/// five shorter ones on 2 fast + 30 slow cores (the slow ones at half duty) in two nodes. Once the
+/// others finish, each fast core idles beside it. Under `rss` AMPS kept a thread whose resident
+/// set grew since the last tick where it ran, within its node too, so the program stayed on a
+/// slow core to the end: 0-3% of its CPU time on the fast cores under `amps` and `hetsched`, 0.84x
+/// the baseline's makespan. The allocation phase now holds a thread back only from other nodes.
+#[test]
+fn regression_an_allocating_program_takes_an_idle_fast_core_of_its_node() {
+    let topo = hetsched_core::machine_file::parse_machine(
+        r#"
+name = "two-fast-thirty-slow"
+[[classes]]
+name = "fast"
+freq_ghz = 2.6
+[[classes]]
+name = "slow"
+freq_ghz = 2.6
+duty = 0.5
+[[cores]]
+cpus = "0,16"
+class = "fast"
+[[cores]]
+cpus = "1-15,17-31"
+class = "slow"
+[[caches]]
+level = 3
+size = "20 MiB"
+assoc = 20
+cpus = "0-31"
+shared_by = 16
+[[nodes]]
+cpus = "0-15"
+distance = [10, 21]
+latency_ns = [75.0, 135.0]
+bandwidth_gbs = 30.0
+[[nodes]]
+cpus = "16-31"
+distance = [21, 10]
+latency_ns = [135.0, 75.0]
+bandwidth_gbs = 30.0
+"#,
+        "two-fast-thirty-slow",
+    )
+    .unwrap();
+    let w = Workload::parse(
+        r#"
+name = "batch-mix"
+[[apps]]
+name = "cpu-long"
+[[apps.threads]]
+[[apps.threads.phases]]
+instructions = 8e9
+cpi = 0.7
+mpki = { max = 1.0, min = 0.05, ws = "512 KiB" }
+[[apps]]
+name = "cpu-mid"
+copies = 2
+[[apps.threads]]
+[[apps.threads.phases]]
+instructions = 4e9
+cpi = 0.8
+mpki = { max = 2.0, min = 0.1, ws = "1 MiB" }
+fp = 0.3
+[[apps]]
+name = "mem-long"
+[[apps.threads]]
+[[apps.threads.phases]]
+instructions = 3e9
+cpi = 1.0
+mpki = { max = 40, min = 8, ws = "512 MiB" }
+alloc = "256 MiB"
+[[apps]]
+name = "mem-mid"
+copies = 2
+[[apps.threads]]
+[[apps.threads.phases]]
+instructions = 1.5e9
+cpi = 1.0
+mpki = { max = 25, min = 2, ws = "64 MiB" }
+alloc = "64 MiB"
+"#,
+        "batch-mix",
+        &topo,
+    )
+    .unwrap();
+    for policy in ["amps", "hetsched"] {
+        for seed in 1..=SEEDS {
+            let r = run(&topo, &w, policy, seed);
+            let long = r.apps.iter().find(|a| a.name == "mem-long").unwrap();
+            let on_fast = long.cpu_s_by_class[0] / long.cpu_s();
+            assert!(
+                on_fast >= 0.5,
+                "{policy} seed {seed}: {:.0}% of the allocating program's time on the fast cores",
+                on_fast * 100.0
+            );
+        }
+    }
+}

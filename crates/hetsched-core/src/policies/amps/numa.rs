@@ -94,7 +94,15 @@ pub fn high_overhead(
 }
 
 /// Whether `mode` lets a running thread move from `from` to `to`. `allocating` is the thread's
-/// allocation-phase flag (only the `rss` policy reads it).
+/// allocation-phase flag (only the `rss` policy reads it, and only for a move across nodes).
+///
+/// Section 2.4.3 has `rss` keep a thread in its allocation phase where it is, so that it does not
+/// "migrate to other nodes where it continues to allocate memory, causing its resident set to
+/// spread across nodes". A move within the node cannot spread it (first touch places the pages
+/// on the same node either way), and the overhead prediction of section 2.4.2 is never high
+/// within a node; so we apply the condition to moves across nodes only. Applied to every move, it
+/// kept a thread that allocates throughout its run (a growing heap, a streaming program) on a
+/// slow core for good while a fast core of its own node idled.
 pub fn running_move_allowed(
     mode: NumaMode,
     topology: &Topology,
@@ -106,7 +114,10 @@ pub fn running_move_allowed(
     match mode {
         NumaMode::Always => true,
         NumaMode::SameNode => topology.node_of(from) == topology.node_of(to),
-        NumaMode::Rss => !allocating && !high_overhead(topology, resident_bytes, from, to),
+        NumaMode::Rss => {
+            topology.node_of(from) == topology.node_of(to)
+                || (!allocating && !high_overhead(topology, resident_bytes, from, to))
+        }
     }
 }
 

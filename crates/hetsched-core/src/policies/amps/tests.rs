@@ -554,6 +554,9 @@ fn each_numa_policy_decides_as_section_2_4_3_says() {
         (NumaMode::Rss, &small, false, remote, true),
         (NumaMode::Rss, &small, true, remote, false),
         (NumaMode::Rss, &big, false, local, true),
+        // In its allocation phase a thread may still move within its node: its pages stay there.
+        (NumaMode::Rss, &big, true, local, true),
+        (NumaMode::Rss, &small, true, local, true),
     ] {
         assert_eq!(
             running_move_allowed(mode, &t, rss, allocating, from, to),
@@ -625,6 +628,32 @@ fn numa_policies_gate_running_thread_moves_in_a_balance() {
     assert!(out.is_empty(), "allocating: stays");
     let out = s.rebalance(&mut amps);
     assert_eq!(out.len(), 1, "RSS stable since the last interrupt: moves");
+}
+
+#[test]
+fn an_allocating_thread_still_moves_to_an_idle_faster_core_of_its_node() {
+    // Node 0 is fast core 0 and slow core 1. A thread runs alone on core 1, its resident set
+    // growing at every interrupt; core 0 idles once its own thread exits. Under `rss` it moves
+    // within the node (its pages stay where they are), where before it stayed on the slow core
+    // for as long as it allocated.
+    let mut s = State::new(numa2());
+    let t = s.add(1);
+    let busy = s.add(0);
+    let mut amps = Amps::new(AmpsConfig {
+        numa: Some(NumaMode::Rss),
+        ..Default::default()
+    });
+    s.threads[t.index()].resident_bytes = vec![1 << 20, 0];
+    assert!(s.rebalance(&mut amps).is_empty(), "both cores busy");
+    s.threads[t.index()].resident_bytes = vec![2 << 20, 0];
+    s.threads[busy.index()].state = ThreadState::Exited;
+    s.threads[busy.index()].cpu = None;
+    let out = s.rebalance(&mut amps);
+    assert_eq!(
+        out,
+        vec![Placement::pin(t, CoreId(0))],
+        "allocating, within its node: moves"
+    );
 }
 
 #[test]
