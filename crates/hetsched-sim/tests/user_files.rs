@@ -1,0 +1,142 @@
+//! `hetsched` on machine and workload files written as a new user writes them, by someone who had
+//! not read the policies' code: 14 machines (1 fast + 7 slow at 3.5x, a phone's 1 + 3 + 4, unequal
+//! NUMA nodes, four classes up to 4x, 48 cores in 4 nodes, shared-FPU modules, 2 cores, SMT,
+//! classes spread unevenly over 3 nodes, duty-cycled slow cores, explicit capacities with a
+//! bandwidth limit, classes 1.1x apart, one speed, a pipeline-only difference) and 10 workloads
+//! (batch programs of unequal length that allocate, a lone barrier job, two jobs beside
+//! programs, request services, phase changers, over- and under-subscription, staggered arrivals,
+//! a closed loop, FP-heavy programs). The files are in `tests/user_files/`; ratios compare mean
+//! makespans over [`SEEDS`] seeds, as the random survey (`policy_properties.rs`) does, whose
+//! generator draws none of these shapes.
+//!
+//! `cargo test --release -p hetsched-sim --test user_files grid -- --ignored --nocapture` prints
+//! every pair against the baseline and the best other policy.
+
+use hetsched_core::machine_file::parse_machine;
+use hetsched_core::policies::policy_by_name;
+use hetsched_core::Topology;
+use hetsched_sim::{simulate, SimConfig, Workload};
+use std::path::{Path, PathBuf};
+
+/// Seeds whose mean makespan a ratio compares.
+const SEEDS: u64 = 5;
+
+/// The combined policy's promises (as in the survey): at least this times the baseline's ...
+const VS_BASELINE: f64 = 0.99;
+/// ... and at least this times the best other policy's (mean makespans).
+const VS_BEST_OTHER: f64 = 0.97;
+
+/// The policies `hetsched` is compared with (every non-oracle policy but the baseline).
+const OTHERS: &[&str] = &[
+    "amps",
+    "hass",
+    "bulldover",
+    "data-sharing",
+    "ipc-driven",
+    "numa-amp",
+];
+
+/// The `.toml` files of `tests/user_files/{dir}`, by name.
+fn files(dir: &str) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/user_files")
+        .join(dir);
+    let mut out: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    out.sort();
+    out
+}
+
+fn stem(p: &Path) -> String {
+    p.file_stem().unwrap().to_string_lossy().into_owned()
+}
+
+fn machine(p: &Path) -> Topology {
+    let text = std::fs::read_to_string(p).unwrap();
+    parse_machine(&text, &stem(p)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Every pair the workload resolves on (a workload of `cores/4` threads does not on 2 cores).
+fn pairs() -> Vec<(String, String, Topology, Workload)> {
+    let mut out = Vec::new();
+    for m in files("machines") {
+        let topo = machine(&m);
+        for w in files("workloads") {
+            let text = std::fs::read_to_string(&w).unwrap();
+            if let Ok(wl) = Workload::parse(&text, &stem(&w), &topo) {
+                out.push((stem(&m), stem(&w), topo.clone(), wl));
+            }
+        }
+    }
+    out
+}
+
+/// Mean makespan of `policy` over [`SEEDS`] seeds.
+fn mean_makespan(topo: &Topology, w: &Workload, policy: &str) -> f64 {
+    let total: f64 = (1..=SEEDS)
+        .map(|seed| {
+            let cfg = SimConfig {
+                seed,
+                duration_ns: 120 * hetsched_sim::engine::NS_PER_S,
+                ..SimConfig::default()
+            };
+            let r = simulate(topo, w, policy_by_name(policy).unwrap(), cfg);
+            assert!(r.finished, "{policy} did not finish {}", w.name);
+            r.makespan_s
+        })
+        .sum();
+    total / SEEDS as f64
+}
+
+/// Every file parses, and nearly every pair resolves: a grid that silently lost its files would
+/// report nothing.
+#[test]
+fn every_file_parses() {
+    assert_eq!(files("machines").len(), 14);
+    assert_eq!(files("workloads").len(), 10);
+    // Only the workload of `cores/4`-thread jobs does not fit the 2-core machine.
+    assert_eq!(pairs().len(), 139);
+}
+
+/// Every pair against the baseline and the best other policy, printed (no assertion).
+#[test]
+#[ignore = "a survey for reports, not a check"]
+fn grid() {
+    let (mut below_base, mut below_other, mut either, mut log_sum) = (0, 0, 0, 0.0);
+    let (mut worst_base, mut worst_other) = (f64::MAX, f64::MAX);
+    let all = pairs();
+    for (machine, workload, topo, w) in &all {
+        let base = mean_makespan(topo, w, "linux-default");
+        let ours = mean_makespan(topo, w, "hetsched");
+        let (best, best_ms) = OTHERS
+            .iter()
+            .map(|&p| (p, mean_makespan(topo, w, p)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap();
+        let (b, o) = (base / ours, best_ms / ours);
+        let flag = if b < VS_BASELINE || o < VS_BEST_OTHER {
+            "  <-"
+        } else {
+            ""
+        };
+        println!(
+            "{machine:24} {workload:28} vs baseline {b:.3}, vs best other ({best}) {o:.3}{flag}"
+        );
+        below_base += usize::from(b < VS_BASELINE);
+        below_other += usize::from(o < VS_BEST_OTHER);
+        either += usize::from(b < VS_BASELINE || o < VS_BEST_OTHER);
+        worst_base = worst_base.min(b);
+        worst_other = worst_other.min(o);
+        log_sum += b.ln();
+    }
+    println!(
+        "{} pairs, means of {SEEDS} seeds: below {VS_BASELINE}x the baseline {below_base} (worst \
+         {worst_base:.3}), below {VS_BEST_OTHER}x the best other {below_other} (worst \
+         {worst_other:.3}), either {either}; geometric mean against the baseline {:.3}",
+        all.len(),
+        (log_sum / all.len() as f64).exp()
+    );
+}
