@@ -129,6 +129,9 @@ struct EngineJson {
     input_mb_per_s: f64,
     /// The rate used (a multiple of 2^-24 nearest the one asked for; 1 when exact).
     sample_rate: f64,
+    /// The --sample-rate asked for, when the rate used is another.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sample_rate_requested: Option<f64>,
     /// Distinct cache lines the fully associative engine held (the sample's, with SHARDS).
     sampled_lines: u64,
     /// Why the sampled `miss_ratio` is not to be trusted, when it is not.
@@ -509,10 +512,28 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
     let cpu_s = thread_cpu_s() - cpu0;
     let wall_s = t0.elapsed().as_secs_f64();
     let sample_warning = (sampling != Sampling::Exact && sampled_lines < MIN_SAMPLED_LINES).then(|| {
+        // The indexed model sees every line reference whatever the sample; the binomial model's
+        // cells come from the sampled distances, so they are as noisy as the miss ratio.
+        let cells = match set_model {
+            SetModel::Indexed => "the set-associative cells (set-indexed model) are exact regardless",
+            SetModel::Binomial => "so are the set-associative cells, which the binomial model computes from the sampled distances",
+        };
         format!(
-            "the sample held {sampled_lines} distinct lines (fewer than {MIN_SAMPLED_LINES}): the sampled miss_ratio is noise; use a higher --sample-rate (the set-associative cells are exact regardless)"
+            "the sample held {sampled_lines} distinct lines (fewer than {MIN_SAMPLED_LINES}): the sampled miss_ratio is noise, and {cells}; use a higher --sample-rate"
         )
     });
+    // The rate used is a multiple of 2^-24 (the line hash's 24 bits), the one nearest the rate
+    // asked for.
+    let requested_rate = match sampling {
+        Sampling::Rate(r) if r != rate => Some(r),
+        _ => None,
+    };
+    if let Some(r) = requested_rate {
+        eprintln!(
+            "hetsched: --sample-rate {r}: sampling at {}, the nearest rate the 24-bit line hash can sample",
+            rate_used(rate)
+        );
+    }
     if let Some(w) = &sample_warning {
         eprintln!("hetsched: warning: {w}");
     }
@@ -557,11 +578,13 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
         input_bytes: stats.bytes,
         input_mb_per_s: stats.bytes as f64 / 1e6 / wall_s.max(1e-9),
         sample_rate: rate,
+        sample_rate_requested: requested_rate,
         sampled_lines,
         sample_warning,
         sampling: match sampling {
             Sampling::Exact => "exact".into(),
-            Sampling::Rate(r) => format!("shards fixed rate {r}"),
+            Sampling::Rate(r) if r == rate => format!("shards fixed rate {r}"),
+            Sampling::Rate(r) => format!("shards fixed rate {} (requested {r})", rate_used(rate)),
             Sampling::Size(n) => format!("shards fixed size {n} lines"),
         },
         set_model: set_model.name(),
@@ -793,14 +816,28 @@ fn print_table(s: &Signature) {
     for (a, row) in s.assoc.iter().zip(&s.misses) {
         print!("{a:>6}");
         for v in row {
-            if *v >= 100.0 {
-                print!("{v:>8.0}");
-            } else {
-                print!("{v:>8.2}");
-            }
+            print!("{:>8}", table_cell(*v));
         }
         println!();
     }
+}
+
+/// A cell of the table, at most 7 characters, so that a column of 8 keeps a space before it:
+/// two decimals below 100, none below 10^7, else scientific notation.
+fn table_cell(v: f64) -> String {
+    if v < 100.0 {
+        format!("{v:.2}")
+    } else if v < 9_999_999.5 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1e}")
+    }
+}
+
+/// A sampling rate used, a multiple of 2^-24: its value and the multiple.
+fn rate_used(rate: f64) -> String {
+    let multiple = (rate * hetsched_signature::shards::MODULUS as f64).round();
+    format!("{rate:.6e} = {multiple}/2^24")
 }
 
 fn convert(opened: OpenTrace, out: &Path, source: &str) -> anyhow::Result<()> {
