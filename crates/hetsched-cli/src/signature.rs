@@ -5,6 +5,7 @@ use crate::provenance::{hashing_reader, Input, InputHash, Provenance};
 use clap::Args;
 use hetsched_core::signature::{SIGNATURE_ASSOC, SIGNATURE_SIZES};
 use hetsched_core::Signature;
+use hetsched_live::signals::{self, Signals};
 use hetsched_signature::hsb::HsbWriter;
 use hetsched_signature::input::{open, open_reader, OpenTrace};
 use hetsched_signature::readers::{read_trace, read_trace_into, ReadStats};
@@ -128,6 +129,9 @@ struct EngineJson {
     input_mb_per_s: f64,
     /// The rate used (a multiple of 2^-24 nearest the one asked for; 1 when exact).
     sample_rate: f64,
+    /// The --sample-rate asked for, when the rate used is another.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sample_rate_requested: Option<f64>,
     /// Distinct cache lines the fully associative engine held (the sample's, with SHARDS).
     sampled_lines: u64,
     /// Why the sampled `miss_ratio` is not to be trusted, when it is not.
@@ -197,6 +201,93 @@ fn children_cpu_s() -> f64 {
     unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &raw mut u) };
     let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     s(u.ru_utime) + s(u.ru_stime)
+}
+
+/// A recording's stop signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT), read by a thread of their own
+/// while the main thread reads the trace. As `run` does, a signal sent by a process is passed on
+/// to valgrind (a terminal's ^C reached it already, with the rest of its process group); valgrind
+/// still running `STOP_GRACE` later, or at a second signal, is killed. Valgrind's exit then ends
+/// the trace, and the recording ends without a signature.
+struct StopWatch {
+    shared: std::sync::Arc<StopShared>,
+}
+
+#[derive(Default)]
+struct StopShared {
+    /// The first stop signal received, 0 before one.
+    signal: std::sync::atomic::AtomicI32,
+    /// Set before valgrind is reaped: its pid may then name another process, and no signal is
+    /// sent to it any more (a signal is sent only with this lock held and this false).
+    reaping: std::sync::Mutex<bool>,
+}
+
+impl StopWatch {
+    fn start(signals: Signals, pid: u32) -> StopWatch {
+        use std::os::fd::AsRawFd;
+        use std::sync::atomic::Ordering;
+        use std::time::Duration;
+        let shared = std::sync::Arc::new(StopShared::default());
+        let s = shared.clone();
+        let send = move |signo| {
+            let reaping = s
+                .reaping
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !*reaping {
+                signals::send(pid, signo);
+            }
+        };
+        let s = shared.clone();
+        std::thread::spawn(move || {
+            let mut deadline: Option<Instant> = None;
+            loop {
+                let timeout = deadline.map_or(Duration::from_secs(3600), |d| {
+                    d.saturating_duration_since(Instant::now())
+                });
+                signals::wait_readable(&[signals.as_raw_fd()], timeout);
+                let mut kill = deadline.is_some_and(|d| Instant::now() >= d);
+                for sig in signals.drain() {
+                    if sig.signo == libc::SIGCHLD {
+                        continue;
+                    }
+                    if deadline.is_some() {
+                        kill = true;
+                        continue;
+                    }
+                    s.signal.store(sig.signo, Ordering::SeqCst);
+                    deadline = Some(Instant::now() + hetsched_live::run::STOP_GRACE);
+                    if sig.from_process {
+                        send(sig.signo);
+                    }
+                }
+                if kill {
+                    send(libc::SIGKILL);
+                    return;
+                }
+            }
+        });
+        StopWatch { shared }
+    }
+
+    /// Valgrind is about to be reaped: no signal goes to its pid from now on.
+    fn reaping(&self) {
+        *self
+            .shared
+            .reaping
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+    }
+
+    /// The recording is over: the stop signals act on us as on any program again (one already
+    /// waiting acts now).
+    fn release(&self) {
+        let _ = signals::unblock_in_child();
+    }
+
+    /// The stop signal received, if one was.
+    fn signal(&self) -> Option<i32> {
+        Some(self.shared.signal.load(std::sync::atomic::Ordering::SeqCst)).filter(|&s| s != 0)
+    }
 }
 
 /// `signature`: prints the signature; the exit status to leave with (the recorded program's
@@ -280,7 +371,8 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
     if args.window == Some(0) {
         return Err(bad_input("--window: must be at least 1 instruction"));
     }
-    let mut recording = None;
+    let mut recording: Option<record::Recording> = None;
+    let mut stop: Option<StopWatch> = None;
     // With --save: the store entry's key, taken before the program runs.
     let mut save_key = None;
     // The trace's hash, for the JSON document's inputs (a recorded trace is not an input: the
@@ -292,8 +384,27 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
                 "--record takes the command after `--`, not a trace",
             ));
         }
+        let Some(program) = args.command.first() else {
+            return Err(bad_input("--record needs a command after `--`"));
+        };
+        // A program that cannot be started is said as a shell says it, with its status (127 not
+        // found, 126 not executable), before valgrind is asked to run it.
+        let executable = match record::runnable(program) {
+            Ok(path) => path,
+            Err(e) => {
+                eprintln!("hetsched: {}", e.message);
+                return Ok(e.status);
+            }
+        };
         if args.save {
-            save_key = Some(executable_key(&args.command)?);
+            save_key = Some(executable_key(program, &executable)?);
+            let store = crate::live::store_of(args.store.as_deref());
+            store.check_writable().map_err(|e| {
+                bad_input(format!(
+                    "--save: cannot write into the signature store {}: {e}",
+                    store.dir().display()
+                ))
+            })?;
         }
         // A machine-readable standard output is ours alone: the program's goes to our stderr.
         let program_stdout = if args.json || args.csv {
@@ -301,11 +412,15 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
         } else {
             std::process::Stdio::inherit()
         };
+        // Stop signals are read from a descriptor from here on, before any thread starts (the
+        // threads inherit the mask); valgrind starts with none blocked.
+        let signals = Signals::take()?;
         let rec =
             record::start(&args.command, program_stdout).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let file = rec.trace.try_clone()?;
+        stop = Some(StopWatch::start(signals, rec.child.id()));
+        let reader = rec.reader()?;
         recording = Some(rec);
-        let opened = open_reader(Box::new(file), Some(Format::Lackey))
+        let opened = open_reader(Box::new(reader), Some(Format::Lackey))
             .map_err(|e| anyhow::anyhow!("the recorded trace: {e}"))?;
         let name = Path::new(&args.command[0])
             .file_name()
@@ -364,8 +479,20 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
     let mut valgrind_cpu_s = None;
     if let Some(mut rec) = recording {
         let before = children_cpu_s();
+        let stop = stop.take().expect("a recording has its stop watch");
+        stop.reaping();
         let status = rec.child.wait()?;
         valgrind_cpu_s = Some(children_cpu_s() - before);
+        // The FIFO and its directory go now; a stop signal from here on ends us as it would any
+        // program.
+        drop(rec);
+        stop.release();
+        if let Some(signo) = stop.signal() {
+            eprintln!(
+                "hetsched: signal {signo}: the recording stopped, no signature (valgrind: {status})"
+            );
+            return Ok((128 + signo).clamp(0, 255) as u8);
+        }
         let code = status
             .code()
             .or_else(|| status.signal().map(|s| 128 + s))
@@ -385,10 +512,28 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
     let cpu_s = thread_cpu_s() - cpu0;
     let wall_s = t0.elapsed().as_secs_f64();
     let sample_warning = (sampling != Sampling::Exact && sampled_lines < MIN_SAMPLED_LINES).then(|| {
+        // The indexed model sees every line reference whatever the sample; the binomial model's
+        // cells come from the sampled distances, so they are as noisy as the miss ratio.
+        let cells = match set_model {
+            SetModel::Indexed => "the set-associative cells (set-indexed model) are exact regardless",
+            SetModel::Binomial => "so are the set-associative cells, which the binomial model computes from the sampled distances",
+        };
         format!(
-            "the sample held {sampled_lines} distinct lines (fewer than {MIN_SAMPLED_LINES}): the sampled miss_ratio is noise; use a higher --sample-rate (the set-associative cells are exact regardless)"
+            "the sample held {sampled_lines} distinct lines (fewer than {MIN_SAMPLED_LINES}): the sampled miss_ratio is noise, and {cells}; use a higher --sample-rate"
         )
     });
+    // The rate used is a multiple of 2^-24 (the line hash's 24 bits), the one nearest the rate
+    // asked for.
+    let requested_rate = match sampling {
+        Sampling::Rate(r) if r != rate => Some(r),
+        _ => None,
+    };
+    if let Some(r) = requested_rate {
+        eprintln!(
+            "hetsched: --sample-rate {r}: sampling at {}, the nearest rate the 24-bit line hash can sample",
+            rate_used(rate)
+        );
+    }
     if let Some(w) = &sample_warning {
         eprintln!("hetsched: warning: {w}");
     }
@@ -423,6 +568,7 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
             }
         }
     }
+    let mut save_failure = None;
     let mut engine = EngineJson {
         wall_s,
         cpu_s,
@@ -432,11 +578,13 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
         input_bytes: stats.bytes,
         input_mb_per_s: stats.bytes as f64 / 1e6 / wall_s.max(1e-9),
         sample_rate: rate,
+        sample_rate_requested: requested_rate,
         sampled_lines,
         sample_warning,
         sampling: match sampling {
             Sampling::Exact => "exact".into(),
-            Sampling::Rate(r) => format!("shards fixed rate {r}"),
+            Sampling::Rate(r) if r == rate => format!("shards fixed rate {r}"),
+            Sampling::Rate(r) => format!("shards fixed rate {} (requested {r})", rate_used(rate)),
             Sampling::Size(n) => format!("shards fixed size {n} lines"),
         },
         set_model: set_model.name(),
@@ -476,12 +624,13 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
                 .collect(),
             engine,
         };
+        // A failure to save is said once the signature is printed, so the recording is not lost.
         if let Some(key) = &save_key {
-            save_entry(key, &doc, program_exit, args)?;
+            save_failure = save_entry(key, &doc, program_exit, args).err();
         }
         if args.json {
             writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
-            return Ok(exit_status(program_exit));
+            return Ok(exit_status(program_exit, save_failure));
         }
         engine = doc.engine;
     }
@@ -497,7 +646,7 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
             args.line,
             std::io::stdout().lock(),
         )?;
-        return Ok(exit_status(program_exit));
+        return Ok(exit_status(program_exit, save_failure));
     }
     println!(
         "{name}: {instructions} instructions, {} references ({} cache lines of {} B), {}, {}",
@@ -523,17 +672,22 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
     if let Some(v) = valgrind_cpu_s {
         eprintln!("valgrind (the program under lackey) took {v:.2} s of CPU time");
     }
-    Ok(exit_status(program_exit))
+    Ok(exit_status(program_exit, save_failure))
 }
 
-/// The store key of the executable `command` runs (looked up on PATH as a shell would).
-fn executable_key(command: &[String]) -> anyhow::Result<ExecutableKey> {
-    let Some(program) = command.first() else {
-        return Err(bad_input("--record needs a command after `--`"));
-    };
-    let path = store::resolve_command(program)
-        .ok_or_else(|| bad_input(format!("--save: {program:?} is not found on PATH")))?;
-    ExecutableKey::of_path(&path).map_err(|e| bad_input(format!("--save: {}: {e}", path.display())))
+/// The store key of `path`, the executable the command's `program` names. A script is refused:
+/// `run` finds a program's entry by the executable the kernel runs, for a script its interpreter,
+/// so the script's entry would never be found (and the signature recorded would be the
+/// interpreter's, reading the script).
+fn executable_key(program: &str, path: &Path) -> anyhow::Result<ExecutableKey> {
+    let script = store::is_script(path)
+        .map_err(|e| bad_input(format!("--save: {}: {e}", path.display())))?;
+    if script {
+        return Err(bad_input(format!(
+            "--save: {program} is a script (it starts with #!), and `run` identifies a program by its executable, for a script its interpreter, so the entry would never be found; record without --save (--out FILE) and start it with `run --signature FILE`"
+        )));
+    }
+    ExecutableKey::of_path(path).map_err(|e| bad_input(format!("--save: {}: {e}", path.display())))
 }
 
 /// Write the store entry of `key`: the signature document without its windows (a store entry is
@@ -571,10 +725,14 @@ fn save_entry(
     Ok(())
 }
 
-/// Our exit status: the recorded program's (said on stderr when not 0), else 0.
-fn exit_status(program_exit: Option<i32>) -> u8 {
+/// Our exit status: the recorded program's (said on stderr when not 0); else 1 when the signature
+/// could not be saved (said on stderr); else 0.
+fn exit_status(program_exit: Option<i32>, save_failure: Option<anyhow::Error>) -> u8 {
+    if let Some(e) = &save_failure {
+        eprintln!("hetsched: {e:#}");
+    }
     match program_exit {
-        Some(0) | None => 0,
+        Some(0) | None => u8::from(save_failure.is_some()),
         Some(code) => {
             eprintln!("hetsched: the recorded program exited with status {code}");
             code.clamp(0, 255) as u8
@@ -658,14 +816,28 @@ fn print_table(s: &Signature) {
     for (a, row) in s.assoc.iter().zip(&s.misses) {
         print!("{a:>6}");
         for v in row {
-            if *v >= 100.0 {
-                print!("{v:>8.0}");
-            } else {
-                print!("{v:>8.2}");
-            }
+            print!("{:>8}", table_cell(*v));
         }
         println!();
     }
+}
+
+/// A cell of the table, at most 7 characters, so that a column of 8 keeps a space before it:
+/// two decimals below 100, none below 10^7, else scientific notation.
+fn table_cell(v: f64) -> String {
+    if v < 100.0 {
+        format!("{v:.2}")
+    } else if v < 9_999_999.5 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1e}")
+    }
+}
+
+/// A sampling rate used, a multiple of 2^-24: its value and the multiple.
+fn rate_used(rate: f64) -> String {
+    let multiple = (rate * hetsched_signature::shards::MODULUS as f64).round();
+    format!("{rate:.6e} = {multiple}/2^24")
 }
 
 fn convert(opened: OpenTrace, out: &Path, source: &str) -> anyhow::Result<()> {

@@ -8,7 +8,9 @@
 //!
 //! Cachegrind's last level sees only the first level's misses (its D1 and I1 are fixed here at
 //! 32 KiB 8-way, its default shape, so the host does not change them), where ours sees every
-//! reference; for LRU caches that include the first level the misses agree.
+//! reference. These programs read one byte a line and keep nothing hot in the first level, and for
+//! them the misses agree; accesses straddling two lines, or a hot set the first level serves while
+//! a colder one fills the last level, part the two counts (docs/signature-format.md).
 
 mod common;
 

@@ -505,3 +505,261 @@ fn sample_rates_that_cannot_work_are_refused_or_flagged() {
     assert!(json(&out)["engine"].get("sample_warning").is_none());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Whether valgrind runs here (CI installs it: .ci/run).
+fn have_valgrind() -> bool {
+    let ok = Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok || std::env::var_os("CI").is_none(),
+        "CI must have valgrind (.ci/run installs it)"
+    );
+    if !ok {
+        eprintln!("skipped: no valgrind here");
+    }
+    ok
+}
+
+/// A process the program leaves running in the background inherits valgrind's log descriptor and
+/// holds the trace's FIFO open; the recording still ends when the program (valgrind) exits.
+#[test]
+fn record_ends_when_the_program_exits_though_its_background_child_runs_on() {
+    if !have_valgrind() {
+        return;
+    }
+    // Our standard output and error go to files: the background sleep inherits them too, and a
+    // pipe would stay open until it exits, whenever hetsched does.
+    let dir = scratch("background");
+    let (out_path, err_path) = (dir.join("out"), dir.join("err"));
+    let t0 = std::time::Instant::now();
+    let status = Command::new(env!("CARGO_BIN_EXE_hetsched"))
+        .args(["signature", "--record", "--json", "--"])
+        .args(["sh", "-c", "sleep 8 & exit 0"])
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .status()
+        .unwrap();
+    let wall = t0.elapsed().as_secs_f64();
+    let out = std::fs::read_to_string(&out_path).unwrap();
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    let v = json(&out);
+    assert_eq!(v["engine"]["program_exit"], 0);
+    assert!(v["refs"].as_u64().unwrap() > 1000, "{out}");
+    assert!(
+        wall < 6.0,
+        "{wall:.1} s: the recording waited for the background sleep"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The entries of `dir` whose names start with `hetsched-record-`.
+fn record_dirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("hetsched-record-"))
+        })
+        .collect()
+}
+
+/// The FIFO lives in a directory of its own, with a name that is not the pid's and mode 0700; a
+/// SIGTERM to hetsched stops valgrind (and the program in it) and removes the directory.
+#[test]
+fn record_keeps_its_fifo_private_and_cleans_up_when_stopped() {
+    use std::os::unix::fs::PermissionsExt;
+    if !have_valgrind() {
+        return;
+    }
+    /// Stops the recording if the test fails before it does.
+    struct Running(Option<std::process::Child>);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            if let Some(mut c) = self.0.take() {
+                // SAFETY: kill has no memory preconditions; the pid is our child's.
+                unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+                let _ = c.wait();
+            }
+        }
+    }
+    let tmp = scratch("private");
+    let mut running = Running(Some(
+        Command::new(env!("CARGO_BIN_EXE_hetsched"))
+            .args(["signature", "--record", "--", "sleep", "60"])
+            .env("TMPDIR", &tmp)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let pid = running.0.as_ref().unwrap().id();
+    let t0 = std::time::Instant::now();
+    let dir = loop {
+        if let [d] = &record_dirs(&tmp)[..] {
+            if d.join("trace.fifo").exists() {
+                break d.clone();
+            }
+        }
+        assert!(t0.elapsed().as_secs() < 30, "no recording directory");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let name = dir.file_name().unwrap().to_string_lossy().to_string();
+    assert_ne!(name, format!("hetsched-record-{pid}"), "a predictable name");
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "{name}: mode {mode:o}");
+    // Valgrind, our child, running the program.
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+    let valgrind: Vec<u32> = children
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(valgrind.len(), 1, "{children:?}");
+    // SAFETY: kill has no memory preconditions; the pid is our child's, not yet waited for.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let t1 = std::time::Instant::now();
+    let out = running.0.take().unwrap().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(t1.elapsed().as_secs() < 10, "{err}");
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert!(err.contains("the recording stopped"), "{err}");
+    assert!(record_dirs(&tmp).is_empty(), "{:?}", record_dirs(&tmp));
+    assert!(
+        !Path::new(&format!("/proc/{}", valgrind[0])).exists(),
+        "valgrind still runs"
+    );
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+/// A program that cannot be started is one line naming it, with a shell's status: 127 when it is
+/// not found, 126 when it cannot be run; no command at all is a usage error.
+#[test]
+fn record_of_a_program_that_cannot_start_exits_as_a_shell_does() {
+    let dir = scratch("nostart");
+    let plain = dir.join("plain.txt");
+    std::fs::write(&plain, "not a program\n").unwrap();
+    let missing = dir.join("no-such-program");
+    for (program, status, want) in [
+        (missing.to_str().unwrap(), 127, "no such file"),
+        ("hetsched-no-such-program", 127, "not found on PATH"),
+        (
+            plain.to_str().unwrap(),
+            126,
+            "not executable (permission denied)",
+        ),
+        (dir.to_str().unwrap(), 126, "a directory"),
+    ] {
+        let (code, out, err) = hetsched(&["signature", "--record", "--", program]);
+        assert_eq!(code, status, "{program}: {err}");
+        assert_eq!(
+            err.trim_end(),
+            format!("hetsched: cannot start {program:?}: {want}"),
+            "{program}"
+        );
+        assert!(out.is_empty(), "{out}");
+    }
+    let (code, _, err) = hetsched(&["signature", "--record", "--"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "hetsched: --record needs a command after `--`"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The table's cells stay apart however large: 30 loads of 64 KiB each for one instruction make
+/// 125,829,120 misses per 4,096 instructions.
+#[test]
+fn the_table_keeps_its_columns_for_large_values() {
+    let dir = scratch("wide");
+    let trace = dir.join("wide.lackey");
+    let mut text = String::from("I  04000000,3\n");
+    for i in 0..30u64 {
+        text += &format!(" L {:08x},65536\n", 0x1000_0000 + i * 0x1_0000);
+    }
+    std::fs::write(&trace, text).unwrap();
+    let (code, out, err) = hetsched(&["signature", trace.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("ways"))
+        .skip(1)
+        .collect();
+    assert_eq!(rows.len(), 4, "{out}");
+    for row in rows {
+        let cells: Vec<f64> = row
+            .split_whitespace()
+            .map(|c| {
+                c.parse()
+                    .unwrap_or_else(|e| panic!("{c:?} in {row:?}: {e}"))
+            })
+            .collect();
+        // The ways, then one cell per size.
+        assert_eq!(cells.len(), 12, "{row:?}");
+        assert_eq!(cells[1], 1.3e8, "{row:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The sampling named in the header and the JSON is the rate used, with the one asked for beside
+/// it when they differ (also said on stderr); the warning about a small sample names the cells it
+/// spoils: none with the set-indexed model, all with the binomial one.
+#[test]
+fn the_rate_used_is_the_rate_shown_and_the_warning_fits_the_set_model() {
+    let dir = scratch("rate-shown");
+    let trace = dir.join("small.lackey");
+    synthetic_trace(&trace, 20_000);
+    let t = trace.to_str().unwrap();
+    // 1e-6 of 2^24 rounds to 17 hash values.
+    let used = "1.013279e-6 = 17/2^24";
+    let (code, out, err) = hetsched(&["signature", t, "--sample-rate", "1e-6"]);
+    assert_eq!(code, 0, "{err}");
+    let header = out.lines().next().unwrap();
+    assert!(
+        header.contains(&format!("shards fixed rate {used} (requested 0.000001)")),
+        "{header}"
+    );
+    assert!(
+        err.contains(&format!("--sample-rate 0.000001: sampling at {used}")),
+        "{err}"
+    );
+    assert!(
+        err.contains("the set-associative cells (set-indexed model) are exact regardless"),
+        "{err}"
+    );
+    let (code, out, err) = hetsched(&[
+        "signature",
+        t,
+        "--json",
+        "--sample-rate",
+        "1e-6",
+        "--set-model",
+        "binomial",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(
+        v["engine"]["sampling"],
+        format!("shards fixed rate {used} (requested 0.000001)")
+    );
+    assert_eq!(v["engine"]["sample_rate_requested"], 1e-6);
+    let warning = v["engine"]["sample_warning"].as_str().unwrap();
+    assert!(!warning.contains("exact"), "{warning}");
+    assert!(
+        warning.contains("so are the set-associative cells, which the binomial model computes from the sampled distances"),
+        "{warning}"
+    );
+    assert!(err.contains(warning), "{err}");
+    // A rate that is a multiple of 2^-24 is used as asked.
+    let (code, out, err) = hetsched(&["signature", t, "--json", "--sample-rate", "0.5"]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["engine"]["sampling"], "shards fixed rate 0.5");
+    assert!(v["engine"].get("sample_rate_requested").is_none(), "{out}");
+    assert!(!err.contains("sampling at"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

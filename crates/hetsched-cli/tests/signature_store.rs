@@ -502,3 +502,112 @@ fn the_daemon_gives_managed_programs_their_stored_signatures() {
     let _ = worker.kill();
     let _ = worker.wait();
 }
+
+/// A scratch directory under the test target's temporary directory.
+fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("signature-store-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `--save` of a `#!` script is refused before anything runs: `run` finds an entry by the
+/// executable the kernel runs, for a script its interpreter, so the script's entry would never be
+/// found.
+#[test]
+fn a_script_is_not_saved_and_not_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("script");
+    let marker = dir.join("ran");
+    let script = dir.join("prog.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ntouch {}\nsleep 1\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let store = dir.join("store");
+    let out = Command::new(HETSCHED)
+        .args(["signature", "--record", "--save", "--store"])
+        .arg(&store)
+        .arg("--")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "--save: {} is a script (it starts with #!)",
+            script.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("its interpreter"), "{err}");
+    assert!(err.contains("`run --signature FILE`"), "{err}");
+    assert!(!marker.exists(), "the script ran");
+    assert!(!store.exists(), "the store was made");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A store that cannot be written is found before the program runs (exit 2, nothing run); one
+/// that stops being writable while the program runs still gets the signature printed, the failure
+/// said, and a status other than 0.
+#[test]
+fn a_store_that_cannot_be_written_loses_no_recording() {
+    let dir = scratch("unwritable");
+    let marker = dir.join("ran");
+    // Nothing can be made under /proc, by root either.
+    let out = Command::new(HETSCHED)
+        .args([
+            "signature",
+            "--record",
+            "--save",
+            "--store",
+            "/proc/hetsched-no-store",
+            "--",
+            "touch",
+        ])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--save: cannot write into the signature store /proc/hetsched-no-store"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+    assert!(!marker.exists(), "the program ran");
+    if !have("valgrind") {
+        eprintln!("skipped: valgrind is not installed (it records the signature)");
+        std::fs::remove_dir_all(&dir).unwrap();
+        return;
+    }
+    // The program puts a file where the store was.
+    let store = dir.join("store");
+    let out = Command::new(HETSCHED)
+        .args(["signature", "--record", "--save", "--json", "--store"])
+        .arg(&store)
+        .arg("--")
+        .arg("sh")
+        .arg("-c")
+        .arg(format!("rm -r {0} && touch {0}", store.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["engine"]["program_exit"], 0);
+    assert!(
+        err.contains(&format!(
+            "cannot save into the signature store {}",
+            store.display()
+        )),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

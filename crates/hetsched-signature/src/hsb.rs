@@ -166,6 +166,15 @@ pub fn read_records(
             format!("hsb version {} (this reader knows version 1)", header[3]),
         ));
     }
+    // Version 1 defines no flags: a set flag would change the meaning of what follows in a way
+    // this reader cannot know.
+    let flags = u32::from_le_bytes(header[4..8].try_into().unwrap_or([0; 4]));
+    if flags != 0 {
+        return Err(TraceError::byte(
+            4,
+            format!("hsb flags {flags:#010x} (version 1 has none: 0)"),
+        ));
+    }
     let mut offset = HEADER_BYTES as u64;
     let mut prev = [0u64; 2];
     // One block: its tags, then its payload in a region of `MAX_RECORD_PAYLOAD` bytes a record
@@ -686,6 +695,11 @@ mod tests {
         );
         let e = read(&b"HSB\x02\0\0\0\0"[..], &mut |_: &[Ref]| {}).unwrap_err();
         assert!(e.to_string().starts_with("byte 3: hsb version 2"), "{e}");
+        let e = read(&b"HSB\x01\xff\xff\xff\xff"[..], &mut |_: &[Ref]| {}).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "byte 4: hsb flags 0xffffffff (version 1 has none: 0)"
+        );
         let good = encode(&[Ref {
             kind: Kind::Load,
             addr: 0x1234,

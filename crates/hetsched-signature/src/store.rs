@@ -148,6 +148,17 @@ impl Store {
         &self.dir
     }
 
+    /// Whether an entry can be written: the directory is made if it is missing, and a file is
+    /// created in it and removed. Checked before a recording, which can take minutes, so that its
+    /// signature is not left with nowhere to go.
+    pub fn check_writable(&self) -> io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        tempfile::Builder::new()
+            .prefix(".write-check-")
+            .tempfile_in(&self.dir)?
+            .close()
+    }
+
     /// Where the entry of `key` is (whether or not it exists).
     pub fn entry_path(&self, key: &ExecutableKey) -> PathBuf {
         self.dir.join(key.file_name())
@@ -239,6 +250,15 @@ pub fn read_entry(path: &Path, key: &ExecutableKey) -> Result<Option<Signature>,
         ));
     }
     Signature::parse(&text, &name).map(Some)
+}
+
+/// Whether the file at `path` is a script: it starts with `#!`, so the kernel runs its
+/// interpreter, and /proc/PID/exe of the process names the interpreter, not the script.
+pub fn is_script(path: &Path) -> io::Result<bool> {
+    let mut head = [0u8; 2];
+    let mut f = File::open(path)?;
+    let n = crate::readers::read_some(&mut f, &mut head)?;
+    Ok(head[..n] == *b"#!")
 }
 
 /// The executable a command names: a name with a `/` as given, else the first match on `PATH`
@@ -361,6 +381,38 @@ mod tests {
                 path.display()
             )
         );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn scripts_are_told_by_their_first_two_bytes() {
+        let d = scratch("script");
+        for (name, content, script) in [
+            ("s.sh", &b"#!/bin/sh\nexit 0\n"[..], true),
+            ("elf", &b"\x7fELF\x02\x01"[..], false),
+            ("one", &b"#"[..], false),
+            ("empty", &b""[..], false),
+        ] {
+            let p = d.join(name);
+            std::fs::write(&p, content).unwrap();
+            assert_eq!(is_script(&p).unwrap(), script, "{name}");
+        }
+        assert!(is_script(&d.join("missing")).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_store_that_cannot_be_written_is_told_before_anything_is_saved() {
+        let d = scratch("writable");
+        let store = Store::new(d.join("a/b"));
+        store.check_writable().unwrap();
+        // The directory is made, and the check leaves nothing in it.
+        assert_eq!(std::fs::read_dir(store.dir()).unwrap().count(), 0);
+        // A file where the directory should be: neither made nor written, for root too.
+        std::fs::write(d.join("file"), b"x").unwrap();
+        let e = Store::new(d.join("file")).check_writable().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+        assert!(Store::new(d.join("file/sub")).check_writable().is_err());
         std::fs::remove_dir_all(&d).unwrap();
     }
 
