@@ -24,6 +24,9 @@ use std::time::{Duration, Instant};
 /// Name of the emulated machine file in the state directory.
 const EMULATED_FILE: &str = "emulated.toml";
 
+/// The longest `--min-dwell`, ms: an hour, as for `--interval`.
+const MAX_MIN_DWELL_MS: f64 = 3_600_000.0;
+
 /// `run --json`: what produced it, then the run's report. The report's `command` is the program
 /// run, so hetsched's own command line is `hetsched_command` here.
 #[derive(Serialize)]
@@ -72,8 +75,8 @@ pub struct RunArgs {
     /// emulate` is making, else this machine from sysfs).
     #[arg(long)]
     pub machine: Option<String>,
-    /// A thread moved less than this long ago stays, ms.
-    #[arg(long, default_value_t = 200.0)]
+    /// A thread moved less than this long ago stays, ms (0 to 1 h).
+    #[arg(long, default_value_t = 200.0, allow_negative_numbers = true)]
     pub min_dwell: f64,
     /// Most threads moved per interval.
     #[arg(long, default_value_t = 16)]
@@ -275,7 +278,13 @@ fn counter_plan() -> CounterPlan {
 pub fn run_run(args: &RunArgs) -> anyhow::Result<u8> {
     let interval = hetsched_live::event_loop::interval_from_ms(args.interval)
         .map_err(|e| bad_input(format!("--interval {e}")))?;
-    let min_dwell = Duration::from_secs_f64(args.min_dwell.max(0.0) / 1e3);
+    if !(args.min_dwell.is_finite() && (0.0..=MAX_MIN_DWELL_MS).contains(&args.min_dwell)) {
+        return Err(bad_input(format!(
+            "--min-dwell {}: must be between 0 and {MAX_MIN_DWELL_MS} ms (1 h)",
+            args.min_dwell
+        )));
+    }
+    let min_dwell = Duration::from_secs_f64(args.min_dwell / 1e3);
     let policy = policy_with_options(
         &args.policy,
         &PolicyOptions {
@@ -423,10 +432,12 @@ pub fn run_emulate(args: &EmulateArgs) -> anyhow::Result<u8> {
     let d = hetsched_live::discover(Path::new("/"));
     let online: Vec<u32> = d.topology.cores().iter().map(|c| c.os_cpu).collect();
     emulate::check(&args.slow, &slow, args.duty, &online).map_err(|e| bad_input(e.to_string()))?;
-    if args.period_us < 100 {
+    if !(emulate::MIN_PERIOD_US..=emulate::MAX_PERIOD_US).contains(&args.period_us) {
         return Err(bad_input(format!(
-            "--period-us {}: at least 100",
-            args.period_us
+            "--period-us {}: must be between {} and {} (a longer period stalls the CPU instead of slowing it)",
+            args.period_us,
+            emulate::MIN_PERIOD_US,
+            emulate::MAX_PERIOD_US
         )));
     }
     // One emulation per state directory, checked before anything is started or written.
@@ -549,7 +560,10 @@ pub fn run_daemon(args: &DaemonArgs) -> anyhow::Result<()> {
         config_path: Some(args.config.clone()),
         store: Some(store_of(args.store.as_deref())),
     };
-    let stats = daemon::run_daemon(config, setup)?;
+    let stats = daemon::run_daemon(config, setup).map_err(|e| match e {
+        daemon::DaemonError::Config(m) => bad_input(m),
+        daemon::DaemonError::Io(e) => anyhow::anyhow!("{e}"),
+    })?;
     if args.json {
         let doc = DaemonJson { provenance, stats };
         println!("{}", serde_json::to_string_pretty(&doc)?);

@@ -938,6 +938,11 @@ fn the_exit_status_passes_through_and_a_bad_command_is_exit_2() {
         ("--interval", "1e12"),
         ("--interval", "0.1"),
         ("--stop-grace", "-1"),
+        // Before, these panicked converting to a duration (exit 101).
+        ("--min-dwell", "1e30"),
+        ("--min-dwell", "inf"),
+        ("--min-dwell", "nan"),
+        ("--min-dwell", "-1"),
     ] {
         let out = s
             .hetsched()
@@ -1570,4 +1575,371 @@ fn make_builds_a_c_project_under_run_and_its_status_passes_through() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The lines of hetsched's own error in `stderr` (log lines, such as the notice of a machine
+/// without hardware counters, are not part of it).
+fn error_lines(stderr: &str) -> usize {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("hetsched:"))
+        .count()
+}
+
+/// The grandchild pid a shell's double fork wrote to `file`, once it is there.
+fn pid_in(file: &Path) -> u32 {
+    tids(file, 1)[0]
+}
+
+/// A copy of the shell under a name of its own, for daemon rules that must match nothing else
+/// on the machine.
+fn own_shell(s: &Scratch, name: &str) -> PathBuf {
+    let p = s.path(name);
+    std::fs::copy("/bin/sh", &p).unwrap();
+    p
+}
+
+/// A process whose parent exits right after forking it (a double fork, `( cmd & )`) inherits
+/// the pin hetsched gave its grandparent. Once `run` is over it has its original mask again, with
+/// the connector and without (before, the pin was taken for its own mask and kept for ever).
+#[test]
+fn a_double_forked_process_gets_its_original_mask_back_after_run() {
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("double-fork");
+    let all = all_cpus_list();
+    for (k, extra) in [&[][..], &["--no-connector"][..]].into_iter().enumerate() {
+        let pid_file = s.path(&format!("orphan-{k}"));
+        let script = format!(
+            "sleep 0.4; (sleep 30 & echo $! > {}); sleep 1",
+            pid_file.display()
+        );
+        let out = s
+            .run("amps", extra)
+            .args(["--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        let orphan = pid_in(&pid_file);
+        s.doom(orphan);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            mask_of(orphan).as_deref(),
+            Some(all.as_str()),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        kill(orphan, libc::SIGKILL);
+    }
+}
+
+/// Under the daemon, with the connector and without, a managed shell's child (which matches no
+/// rule) and its double-forked grandchild belong to the shell's rule, and both have their
+/// original masks once the daemon stops (before, without the connector the child was left out
+/// and kept the shell's pin, and the grandchild kept it in both modes).
+#[test]
+fn the_daemon_restores_the_children_of_managed_processes_in_both_tracking_modes() {
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("daemon-children");
+    let shell = own_shell(&s, "hsdfsh");
+    let all = all_cpus_list();
+    for (k, extra) in [&[][..], &["--no-connector"][..]].into_iter().enumerate() {
+        let stats = s.path(&format!("stats-{k}.sock"));
+        let config = s.path(&format!("daemon-{k}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "interval_ms = 20\nstrict_placement = true\nhint_socket = \"{}\"\nstats_socket = \"{}\"\n[[rule]]\npolicy = \"amps\"\nmatch = {{ comm = \"hsdfsh\" }}\n",
+                s.path(&format!("hint-{k}.sock")).display(),
+                stats.display()
+            ),
+        )
+        .unwrap();
+        let mut daemon = s
+            .hetsched()
+            .args(["daemon", "--config"])
+            .arg(&config)
+            .arg("--machine")
+            .arg(s.machine())
+            .args(extra)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        assert!(wait_until(Duration::from_secs(5), || stats.exists()));
+        let (child_file, orphan_file) = (
+            s.path(&format!("child-{k}")),
+            s.path(&format!("orphan-{k}")),
+        );
+        let script = format!(
+            "echo $$ > {}; sleep 0.5; sleep 30 & echo $! > {}; (sleep 30 & echo $! > {}); sleep 30",
+            s.path(&format!("shell-{k}")).display(),
+            child_file.display(),
+            orphan_file.display()
+        );
+        let mut sh = Command::new(&shell).args(["-c", &script]).spawn().unwrap();
+        let shell_pid = pid_in(&s.path(&format!("shell-{k}")));
+        let (child, orphan) = (pid_in(&child_file), pid_in(&orphan_file));
+        for p in [child, orphan] {
+            s.doom(p);
+        }
+        // The shell is pinned (the policy puts a lone thread on the fast CPU), and so are both.
+        assert!(
+            wait_until(Duration::from_secs(5), || [shell_pid, child, orphan]
+                .iter()
+                .all(|&p| mask_of(p).as_deref() == Some("0"))),
+            "{extra:?}: {:?}",
+            [shell_pid, child, orphan].map(mask_of)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        kill(daemon.id(), libc::SIGTERM);
+        let status = daemon.wait().unwrap();
+        let mut err = String::new();
+        Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(status.success(), "{err}");
+        for p in [shell_pid, child, orphan] {
+            assert_eq!(
+                mask_of(p).as_deref(),
+                Some(all.as_str()),
+                "{extra:?}: pid {p} ({shell_pid} {child} {orphan})\n{err}"
+            );
+        }
+        for p in [child, orphan] {
+            kill(p, libc::SIGKILL);
+        }
+        let _ = sh.kill();
+        let _ = sh.wait();
+    }
+}
+
+/// The daemon's socket paths: a file that is not a socket is refused and kept (before, it was
+/// deleted and replaced), a missing directory outside the state directory is not made, a socket
+/// a running daemon answers on is refused by a second daemon over another state directory
+/// (before, it took the first one's sockets), and a daemon that cannot start leaves no journal
+/// and no socket behind.
+#[test]
+fn the_daemon_takes_only_free_socket_paths_and_a_failed_start_leaves_nothing() {
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("daemon-sockets");
+    let config = |name: &str, hint: &Path, stats: &Path, extra: &str| {
+        let p = s.path(name);
+        std::fs::write(
+            &p,
+            format!(
+                "{extra}hint_socket = \"{}\"\nstats_socket = \"{}\"\n[[rule]]\npolicy = \"amps\"\nmatch = {{ comm = \"no-such-program\" }}\n",
+                hint.display(),
+                stats.display()
+            ),
+        )
+        .unwrap();
+        p
+    };
+    let daemon = |config: &Path, state: &Path| {
+        let mut c = s.hetsched();
+        c.env("HETSCHED_STATE_DIR", state)
+            .args(["daemon", "--config"])
+            .arg(config)
+            .arg("--machine")
+            .arg(s.machine());
+        c
+    };
+    let leftovers = |state: &Path| -> Vec<String> {
+        let mut v = Vec::new();
+        for e in walk(state) {
+            let name = e.file_name().unwrap().to_string_lossy().to_string();
+            if name != "daemon.lock" {
+                v.push(e.display().to_string());
+            }
+        }
+        v
+    };
+    // A regular file where a socket should be: refused, named, kept.
+    let victim = s.path("notes.txt");
+    std::fs::write(&victim, "important data").unwrap();
+    let c = config("victim.toml", &victim, &s.path("s1.sock"), "");
+    let state = s.path("state-victim");
+    let out = daemon(&c, &state).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&victim.display().to_string()) && error_lines(&err) == 1,
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "important data");
+    assert!(leftovers(&state).is_empty(), "{:?}", leftovers(&state));
+    // A directory that does not exist, outside the state directory: not made.
+    let c = config(
+        "nodir.toml",
+        &s.path("h.sock"),
+        &s.path("no/such/dir/s.sock"),
+        "",
+    );
+    let out = daemon(&c, &state).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no/such/dir"), "{err}");
+    assert!(!s.path("no").exists() && !s.path("h.sock").exists());
+    // A daemon running; a second over another state directory with the same sockets refuses
+    // and the first keeps both.
+    let (hint, stats) = (s.path("hint.sock"), s.path("stats.sock"));
+    let c = config("a.toml", &hint, &stats, "");
+    let mut first = daemon(&c, &s.path("state-a"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || stats.exists() && hint.exists()));
+    let out = daemon(&c, &s.path("state-b")).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("in use") && error_lines(&err) == 1, "{err}");
+    assert!(hint.exists());
+    let again = Command::new(HETSCHED)
+        .args(["stats", "--json", "--socket"])
+        .arg(&stats)
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "the first daemon stopped answering");
+    assert!(leftovers(&s.path("state-b")).is_empty());
+    kill(first.id(), libc::SIGTERM);
+    assert!(first.wait().unwrap().success());
+    assert!(!stats.exists() && !hint.exists());
+    // A metrics port in use: exit 1, and no journal or socket is left.
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let state = s.path("state-port");
+    let c = config(
+        "port.toml",
+        &state.join("hint.sock"),
+        &state.join("stats.sock"),
+        &format!("metrics = \"127.0.0.1:{port}\"\n"),
+    );
+    let out = daemon(&c, &state).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("Address already in use"), "{err}");
+    assert!(leftovers(&state).is_empty(), "{:?}", leftovers(&state));
+    drop(busy);
+}
+
+/// Every file and directory under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}
+
+/// `emulate --period-us` has an upper bound (before, a period of 2^64 - 1 µs made a real-time
+/// thread spin for good, deaf to SIGTERM).
+#[test]
+fn emulate_refuses_a_period_past_its_bound() {
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("emulate-period");
+    for period in ["100001", "2000000", "18446744073709551615"] {
+        let out = s
+            .hetsched()
+            .args([
+                "emulate",
+                "--slow",
+                "1",
+                "--duty",
+                "0.5",
+                "--period-us",
+                period,
+            ])
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{period}: {err}");
+        assert!(
+            err.contains("--period-us") && error_lines(&err) == 1,
+            "{err}"
+        );
+    }
+    // The longest period allowed still ends with its command at once.
+    let t = Instant::now();
+    let out = s
+        .hetsched()
+        .args([
+            "emulate",
+            "--slow",
+            "1",
+            "--duty",
+            "0.5",
+            "--period-us",
+            "100000",
+        ])
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
+
+/// A relative `HETSCHED_STATE_DIR` is made absolute (the program gets an absolute hint socket,
+/// which still works after it changes directory), and a state directory that is a file is an
+/// error naming it.
+#[test]
+fn the_state_directory_is_absolute_and_named_when_unusable() {
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("state-dir");
+    let out = Command::new(HETSCHED)
+        .env("HETSCHED_STATE_DIR", "rel-state")
+        .current_dir(&s.dir)
+        .args(["run", "--", "sh", "-c", "echo $HETSCHED_HINT_SOCKET"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let socket = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        Path::new(&socket).is_absolute()
+            && socket.starts_with(&s.dir.join("rel-state").display().to_string()),
+        "{socket}"
+    );
+    let file = s.path("a-file");
+    std::fs::write(&file, "").unwrap();
+    for cmd in [
+        &["run", "--", "true"][..],
+        &["emulate", "--slow", "1", "--duty", "0.5", "--", "true"][..],
+    ] {
+        let out = Command::new(HETSCHED)
+            .env("HETSCHED_STATE_DIR", &file)
+            .args(cmd)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&file.display().to_string())
+                && err.contains("state directory")
+                && error_lines(&err) == 1,
+            "{err}"
+        );
+    }
 }

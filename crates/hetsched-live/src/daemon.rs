@@ -25,6 +25,7 @@ use crate::journal::{self, Journal};
 use crate::procfs::Proc;
 use crate::run::restore_on_panic;
 use crate::signals::{self, Signals};
+use crate::socket_file::{self, BoundSocket};
 use crate::sys::{self, CpuMap};
 use crate::tracker::{Changes, Match, Scope, Tracker};
 use hetsched_core::policies::{policy_names, policy_with_options, PolicyOptions};
@@ -115,6 +116,20 @@ impl DaemonConfig {
                 )));
             }
         }
+        let (hint, stats) = (c.hint_path(), c.stats_path());
+        if hint == stats {
+            let line = text
+                .lines()
+                .position(|l| {
+                    let l = l.trim_start();
+                    l.starts_with("stats_socket") || l.starts_with("hint_socket")
+                })
+                .map_or(String::new(), |i| format!("line {}: ", i + 1));
+            return Err(ConfigError(format!(
+                "{source}: {line}hint_socket and stats_socket are both {}; each needs a path of its own",
+                hint.display()
+            )));
+        }
         if let Some(m) = &c.metrics {
             let addr: SocketAddr = m.parse().map_err(|_| {
                 ConfigError(format!("{source}: metrics {m:?}: not an address:port"))
@@ -126,6 +141,22 @@ impl DaemonConfig {
             }
         }
         Ok(c)
+    }
+}
+
+impl DaemonConfig {
+    /// Where the hint socket is.
+    pub fn hint_path(&self) -> PathBuf {
+        self.hint_socket
+            .clone()
+            .unwrap_or_else(|| DEFAULT_HINT_SOCKET.into())
+    }
+
+    /// Where the statistics socket is.
+    pub fn stats_path(&self) -> PathBuf {
+        self.stats_socket
+            .clone()
+            .unwrap_or_else(|| DEFAULT_STATS_SOCKET.into())
     }
 }
 
@@ -305,18 +336,41 @@ fn new_engine(
     engine
 }
 
-fn bind_stats(path: &Path) -> io::Result<UnixListener> {
-    if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d)?;
-    }
-    let _ = std::fs::remove_file(path);
+fn bind_stats(path: &Path) -> io::Result<(UnixListener, BoundSocket)> {
     let l = UnixListener::bind(path)?;
+    let file = BoundSocket::new(path)?;
     l.set_nonblocking(true)?;
-    Ok(l)
+    Ok((l, file))
+}
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// What was asked for cannot be used (a socket path naming something else, or in a directory
+    /// that does not exist): nothing was changed.
+    #[error("{0}")]
+    Config(String),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// Make a configured socket path free ([`socket_file::prepare`]), naming the field in errors.
+fn free_socket_path(field: &str, path: &Path, state_dir: &Path) -> Result<(), DaemonError> {
+    socket_file::prepare(path, state_dir).map_err(|e| {
+        if e.is_bad_input() {
+            DaemonError::Config(format!("{field} {e}"))
+        } else {
+            let kind = io::Error::from(e);
+            io::Error::new(kind.kind(), format!("{field} {kind}")).into()
+        }
+    })
 }
 
 /// Run the daemon until SIGTERM or SIGINT. Call from the process's only thread.
-pub fn run_daemon(mut config: DaemonConfig, s: DaemonSetup) -> io::Result<DaemonStats> {
+///
+/// Everything that can fail is done before the first journal is written: a daemon that cannot
+/// start (a busy metrics port, a socket path in use) leaves no journal and no socket behind.
+pub fn run_daemon(mut config: DaemonConfig, s: DaemonSetup) -> Result<DaemonStats, DaemonError> {
     // Before any socket or state file: one daemon per state directory.
     let _lock = InstanceLock::acquire(&s.state_dir, "daemon")
         .map_err(|e| io::Error::other(format!("daemon {e}")))?;
@@ -332,25 +386,25 @@ pub fn run_daemon(mut config: DaemonConfig, s: DaemonSetup) -> io::Result<Daemon
         work_conserving: !config.strict_placement,
         ..Default::default()
     };
-    let engines = rule_engines(&config, &s, &cfg)?;
     let named = |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
-    let hint_path = config
-        .hint_socket
-        .clone()
-        .unwrap_or_else(|| DEFAULT_HINT_SOCKET.into());
+    // The metrics port first: taken by another program, it stops the start before any file is
+    // made.
+    let metrics_listener = match &config.metrics {
+        Some(a) => Some(TcpListener::bind(a).map_err(named(format!("metrics {a}")))?),
+        None => None,
+    };
+    let hint_path = config.hint_path();
+    free_socket_path("hint_socket", &hint_path, &s.state_dir)?;
     let hints = HintServer::bind(&hint_path)
         .map_err(named(format!("hint_socket {}", hint_path.display())))?;
-    let stats_path = config
-        .stats_socket
-        .clone()
-        .unwrap_or_else(|| DEFAULT_STATS_SOCKET.into());
-    let stats_listener =
+    let stats_path = config.stats_path();
+    free_socket_path("stats_socket", &stats_path, &s.state_dir)?;
+    let (stats_listener, stats_file) =
         bind_stats(&stats_path).map_err(named(format!("stats_socket {}", stats_path.display())))?;
     // The metrics are served from a thread of their own, from the last interval's snapshot: a
     // slow or idle scraper never holds up placement.
-    let metrics = match &config.metrics {
-        Some(a) => {
-            let l = TcpListener::bind(a).map_err(named(format!("metrics {a}")))?;
+    let metrics = match metrics_listener {
+        Some(l) => {
             let snapshot = Arc::new(Mutex::new(String::new()));
             let served = snapshot.clone();
             std::thread::Builder::new()
@@ -360,6 +414,7 @@ pub fn run_daemon(mut config: DaemonConfig, s: DaemonSetup) -> io::Result<Daemon
         }
         None => None,
     };
+    let engines = rule_engines(&config, &s, &cfg)?;
     let rules: Vec<Match> = config.rules.iter().map(|r| r.matcher.clone()).collect();
     let mut daemon = Daemon {
         tracker: Tracker::new(proc.clone(), Scope::Rules(rules), s.use_connector),
@@ -416,12 +471,10 @@ pub fn run_daemon(mut config: DaemonConfig, s: DaemonSetup) -> io::Result<Daemon
         }
         let due = events.tick_due();
         if rescan {
-            daemon.tracker.scan(&mut daemon.changes);
-            apply_changes(&mut daemon.changes, &mut daemon.engines);
+            daemon.scan(true);
         }
         if due {
-            daemon.tracker.periodic(&mut daemon.changes);
-            apply_changes(&mut daemon.changes, &mut daemon.engines);
+            daemon.scan(false);
             daemon.on_tick(events.elapsed_ns());
             events.ticked();
             if let Some(m) = &metrics {
@@ -435,7 +488,8 @@ pub fn run_daemon(mut config: DaemonConfig, s: DaemonSetup) -> io::Result<Daemon
     for r in &mut daemon.engines {
         r.engine.finish();
     }
-    let _ = std::fs::remove_file(&stats_path);
+    // The stats socket's file goes, if it is still ours (the hint socket's goes with `hints`).
+    drop(stats_file);
     Ok(final_stats)
 }
 
@@ -445,12 +499,25 @@ fn rule_engines(
     s: &DaemonSetup,
     cfg: &EngineConfig,
 ) -> io::Result<Vec<RuleEngine>> {
-    let mut engines = Vec::new();
+    let mut engines: Vec<RuleEngine> = Vec::new();
     for (i, rule) in config.rules.iter().enumerate() {
         let journal = if cfg.dry_run {
             None
         } else {
-            Some(Journal::create(&s.state_dir.join(format!("rule-{i}")))?)
+            match Journal::create(&s.state_dir.join(format!("rule-{i}"))) {
+                Ok(j) => Some(j),
+                Err(e) => {
+                    // The journals made so far go (they are empty: nothing was placed yet).
+                    for (k, mut r) in engines.into_iter().enumerate() {
+                        r.engine.finish();
+                        let _ = std::fs::remove_dir(s.state_dir.join(format!("rule-{k}")));
+                    }
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("{}: {e}", s.state_dir.join(format!("rule-{i}")).display()),
+                    ));
+                }
+            }
         };
         if i == 0 {
             if let Some(j) = &journal {
@@ -568,10 +635,28 @@ impl Daemon {
         };
         let rules: Vec<Match> = new.rules.iter().map(|r| r.matcher.clone()).collect();
         self.tracker = Tracker::new(proc.clone(), Scope::Rules(rules), s.use_connector);
-        self.tracker.scan(&mut self.changes);
-        apply_changes(&mut self.changes, &mut self.engines);
+        self.scan(true);
         tracing::info!("SIGHUP: {} rule(s) now", new.rules.len());
         config.rules = new.rules;
+    }
+
+    /// Track: a full reconciliation with /proc (`full`), else the interval's tracking. The
+    /// engines' pins go to the tracker first, so that a process whose managed parent exited
+    /// before it was seen is known by the mask it inherited.
+    fn scan(&mut self, full: bool) {
+        let pins = self
+            .engines
+            .iter()
+            .enumerate()
+            .flat_map(|(g, r)| r.engine.pins().map(move |p| (g, p)))
+            .collect();
+        self.tracker.set_pins(pins);
+        if full {
+            self.tracker.scan(&mut self.changes);
+        } else {
+            self.tracker.periodic(&mut self.changes);
+        }
+        apply_changes(&mut self.changes, &mut self.engines);
     }
 
     /// The statistics now.
@@ -763,6 +848,51 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// Matches that could never work, or would take every process, and two sockets on one
+    /// path are refused with the file and line.
+    #[test]
+    fn matches_that_never_or_always_hold_and_one_path_for_two_sockets_are_refused() {
+        let rule =
+            |m: &str| format!("interval_ms = 50\n[[rule]]\npolicy = \"amps\"\nmatch = {{ {m} }}\n");
+        for (m, says) in [
+            ("comm = \"sleeper-with-long-name\"", "at most 15"),
+            ("comm = \"\"", "empty"),
+            ("exe = \"\"", "empty"),
+            ("cgroup = \"\"", "every process"),
+            ("cgroup = \"/\"", "every process"),
+            ("uid = 0, cgroup = \"//\"", "every process"),
+        ] {
+            let e = DaemonConfig::parse(&rule(m), "d.toml").unwrap_err().0;
+            assert!(
+                e.starts_with("d.toml: line 4") && e.contains(says) && !e.contains('\n'),
+                "{m}: {e}"
+            );
+        }
+        // Fifteen bytes is the most the kernel keeps, and matches.
+        let c = DaemonConfig::parse(&rule("comm = \"sleeper-with-lo\""), "d.toml").unwrap();
+        assert_eq!(c.rules[0].matcher.comm.as_deref(), Some("sleeper-with-lo"));
+        let same = format!(
+            "hint_socket = \"/tmp/x.sock\"\nstats_socket = \"/tmp/x.sock\"\n{}",
+            rule("comm = \"x\"")
+        );
+        let e = DaemonConfig::parse(&same, "d.toml").unwrap_err().0;
+        assert!(
+            e.starts_with("d.toml: line 1:") && e.contains("/tmp/x.sock") && !e.contains('\n'),
+            "{e}"
+        );
+        // A path given for one that is the other's default is the same path too.
+        let e = DaemonConfig::parse(
+            &format!(
+                "stats_socket = \"{DEFAULT_HINT_SOCKET}\"\n{}",
+                rule("comm = \"x\"")
+            ),
+            "d.toml",
+        )
+        .unwrap_err()
+        .0;
+        assert!(e.contains("hint_socket and stats_socket"), "{e}");
     }
 
     #[test]

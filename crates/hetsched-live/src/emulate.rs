@@ -17,6 +17,12 @@ use std::time::{Duration, Instant};
 
 /// Default modulation period: short against a scheduler tick, long against the cost of a switch.
 pub const DEFAULT_PERIOD: Duration = Duration::from_millis(1);
+/// Shortest period, µs: below it the switches cost more than the slices they make.
+pub const MIN_PERIOD_US: u64 = 100;
+/// Longest period, µs: past it the "slower clock" is a CPU stalled for whole stretches.
+pub const MAX_PERIOD_US: u64 = 100_000;
+/// A stealing thread looks for the stop at least this often, whatever the period.
+pub const STOP_CHECK: Duration = Duration::from_millis(10);
 /// Priority of the stealing threads: above every normal thread, below the kernel's own RT threads
 /// (which run at 50 and 99).
 pub const STEALER_PRIORITY: i32 = 10;
@@ -65,20 +71,37 @@ pub fn check(slow_list: &str, slow: &[u32], duty: f64, online: &[u32]) -> Result
     Ok(())
 }
 
+/// Take `cpu` for (1 - duty) of every period until `stop`, which is looked at while spinning
+/// and at least every [`STOP_CHECK`] while sleeping.
 fn steal(cpu: u32, duty: f64, period: Duration, stop: &AtomicBool) {
     let busy = period.mul_f64(1.0 - duty);
     let mut next = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
+    'periods: while !stop.load(Ordering::Relaxed) {
         let start = next;
-        while Instant::now() < start + busy {
+        let busy_until = start.checked_add(busy);
+        while busy_until.is_none_or(|t| Instant::now() < t) {
+            if stop.load(Ordering::Relaxed) {
+                break 'periods;
+            }
             std::hint::spin_loop();
         }
-        next = start + period;
-        let now = Instant::now();
-        if next > now {
-            std::thread::sleep(next - now);
-        } else {
-            next = now; // fell behind (throttled): start a fresh period
+        let Some(end) = start.checked_add(period) else {
+            break;
+        };
+        next = end;
+        if next <= Instant::now() {
+            next = Instant::now(); // fell behind (throttled): start a fresh period
+            continue;
+        }
+        loop {
+            let now = Instant::now();
+            if next <= now {
+                break;
+            }
+            if stop.load(Ordering::Relaxed) {
+                break 'periods;
+            }
+            std::thread::sleep((next - now).min(STOP_CHECK));
         }
     }
     tracing::debug!("duty-cycle thread of CPU {cpu} stops");
@@ -255,6 +278,26 @@ mod tests {
             Err(EmulateError::NotOnline(_, 5))
         ));
         assert!(check("1", &[1], 0.5, &online).is_ok());
+    }
+
+    /// A stealing thread stops within a few milliseconds of being told, even in the middle of
+    /// a long period, spinning or sleeping (before, it looked once a period).
+    #[test]
+    fn stealing_stops_soon_whatever_the_period() {
+        for duty in [0.05, 0.95] {
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = stop.clone();
+            let h = std::thread::spawn(move || steal(0, duty, Duration::from_secs(3600), &s));
+            std::thread::sleep(Duration::from_millis(30));
+            let t = Instant::now();
+            stop.store(true, Ordering::Relaxed);
+            h.join().unwrap();
+            assert!(
+                t.elapsed() < Duration::from_millis(500),
+                "{:?}",
+                t.elapsed()
+            );
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! process, or the sender is root. Malformed and oversized messages are counted and dropped.
 
 use crate::procfs::Proc;
+use crate::socket_file::BoundSocket;
 use hetsched_core::policy::Hint;
 use hetsched_core::signature::Signature;
 use hetsched_hint::wire::{WireHint, MAX_MESSAGE_BYTES};
@@ -13,7 +14,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixDatagram;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// Counts of what arrived.
@@ -41,7 +42,8 @@ pub struct Received {
 #[derive(Debug)]
 pub struct HintServer {
     sock: UnixDatagram,
-    path: PathBuf,
+    /// Its file, removed with the server while it is still this socket.
+    file: BoundSocket,
     pub counts: HintCounts,
 }
 
@@ -85,14 +87,12 @@ pub fn to_hint(w: WireHint) -> (u32, Hint) {
 }
 
 impl HintServer {
-    /// Listen at `path` (a stale socket file there is replaced). The socket is writable by
-    /// everyone: the credentials check, not the file mode, decides who may hint what.
+    /// Listen at `path`, which must be free ([`crate::socket_file::prepare`] makes it so: no
+    /// file is replaced here). The socket is writable by everyone: the credentials check, not the
+    /// file mode, decides who may hint what.
     pub fn bind(path: &Path) -> io::Result<HintServer> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let _ = std::fs::remove_file(path);
         let sock = UnixDatagram::bind(path)?;
+        let file = BoundSocket::new(path)?;
         sock.set_nonblocking(true)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
         let one: libc::c_int = 1;
@@ -111,13 +111,13 @@ impl HintServer {
         }
         Ok(HintServer {
             sock,
-            path: path.to_path_buf(),
+            file,
             counts: HintCounts::default(),
         })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 
     pub fn raw_fd(&self) -> std::os::fd::RawFd {
@@ -238,12 +238,6 @@ impl HintServer {
             },
             out,
         );
-    }
-}
-
-impl Drop for HintServer {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 

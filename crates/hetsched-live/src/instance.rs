@@ -19,6 +19,9 @@ pub enum LockError {
         /// The state directory.
         dir: PathBuf,
     },
+    /// The state directory is not there and cannot be made (the error names it).
+    #[error("{0}")]
+    StateDir(io::Error),
     /// The lock file could not be made or locked.
     #[error("{}: {source}", path.display())]
     Io {
@@ -43,7 +46,7 @@ impl InstanceLock {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(io_err)?;
+        crate::journal::ensure_state_dir(dir).map_err(LockError::StateDir)?;
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)

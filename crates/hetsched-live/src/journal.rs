@@ -18,12 +18,13 @@ use std::path::{Path, PathBuf};
 /// Environment variable overriding the state directory.
 pub const STATE_DIR_ENV: &str = "HETSCHED_STATE_DIR";
 
-/// Where journals, hint sockets and the emulated topology live: `$HETSCHED_STATE_DIR`, else
-/// `/run/hetsched` when it can be created, else `$XDG_RUNTIME_DIR/hetsched`, else
-/// `/tmp/hetsched-<uid>`.
+/// Where journals, hint sockets and the emulated topology live: `$HETSCHED_STATE_DIR` (made
+/// absolute against the current directory, so the programs hetsched starts and a later hetsched
+/// started elsewhere find the same place; empty counts as unset), else `/run/hetsched` when it can
+/// be created, else `$XDG_RUNTIME_DIR/hetsched`, else `/tmp/hetsched-<uid>`.
 pub fn state_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os(STATE_DIR_ENV) {
-        return PathBuf::from(d);
+    if let Some(d) = state_dir_of(std::env::var_os(STATE_DIR_ENV)) {
+        return d;
     }
     let run = PathBuf::from("/run/hetsched");
     if fs::create_dir_all(&run).is_ok() {
@@ -34,6 +35,29 @@ pub fn state_dir() -> PathBuf {
     }
     // SAFETY: getuid has no preconditions.
     PathBuf::from(format!("/tmp/hetsched-{}", unsafe { libc::getuid() }))
+}
+
+/// The state directory a value of `$HETSCHED_STATE_DIR` names: `None` when unset or empty, else
+/// the path made absolute against the current directory.
+fn state_dir_of(value: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    let d = PathBuf::from(value.filter(|d| !d.is_empty())?);
+    Some(std::path::absolute(&d).unwrap_or(d))
+}
+
+/// Make the state directory `dir` if it is missing; an error names it.
+pub fn ensure_state_dir(dir: &Path) -> io::Result<()> {
+    let e = match fs::create_dir_all(dir) {
+        Ok(()) if dir.is_dir() => return Ok(()),
+        Err(e) if !dir.exists() || dir.is_dir() => e,
+        _ => io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "exists and is not a directory",
+        ),
+    };
+    Err(io::Error::new(
+        e.kind(),
+        format!("state directory {} (${STATE_DIR_ENV}): {e}", dir.display()),
+    ))
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -485,6 +509,28 @@ mod tests {
         assert!(!dir.join(format!("hint-{gone_pid}.sock")).exists());
         assert!(ours.exists());
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// An empty `HETSCHED_STATE_DIR` counts as unset, a relative one is made absolute, and a
+    /// state directory that is a file is an error naming it.
+    #[test]
+    fn the_state_directory_is_absolute_and_named_in_errors() {
+        let d = state_dir_of(Some("rel/state".into())).unwrap();
+        assert_eq!(d, std::env::current_dir().unwrap().join("rel/state"));
+        assert_eq!(state_dir_of(Some("".into())), None);
+        assert_eq!(state_dir_of(None), None);
+        assert_eq!(
+            state_dir_of(Some("/abs/state".into())),
+            Some(PathBuf::from("/abs/state"))
+        );
+        let file = std::env::temp_dir().join(format!("hs-state-file-{}", std::process::id()));
+        fs::write(&file, "").unwrap();
+        let e = ensure_state_dir(&file).unwrap_err().to_string();
+        assert!(
+            e.contains(&file.display().to_string()) && e.contains("not a directory"),
+            "{e}"
+        );
+        let _ = fs::remove_file(&file);
     }
 
     #[test]

@@ -243,6 +243,16 @@ pub fn clock_ticks_per_s() -> u64 {
     }
 }
 
+/// Clock ticks since boot now, on the clock of the start times in stat (`CLOCK_BOOTTIME`).
+pub fn boot_ticks() -> u64 {
+    // SAFETY: timespec is plain data; clock_gettime writes it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid clock and a valid pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &raw mut ts) };
+    let ns = ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128;
+    (ns * u128::from(clock_ticks_per_s()) / 1_000_000_000) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

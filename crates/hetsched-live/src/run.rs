@@ -137,6 +137,9 @@ pub enum RunError {
     Spawn { program: String, source: io::Error },
     #[error("{what}: {source}")]
     Setup { what: String, source: io::Error },
+    /// The state directory cannot be used (the error names it).
+    #[error("{0}")]
+    State(io::Error),
 }
 
 fn setup(what: &str) -> impl FnOnce(io::Error) -> RunError + '_ {
@@ -153,6 +156,7 @@ pub const STOP_GRACE: Duration = Duration::from_secs(10);
 /// Launch `command` and manage it until it exits. Call from the process's only thread.
 pub fn run(command: &[String], s: RunSetup) -> Result<RunReport, RunError> {
     let proc = Proc::default();
+    journal::ensure_state_dir(&s.state_dir).map_err(RunError::State)?;
     // Every journal under the state directory, the daemon's rule engines' too (logged there).
     let recovered = journal::recover_stale(&s.state_dir, &proc);
     let signals = Signals::take().map_err(setup("signalfd"))?;
@@ -169,7 +173,20 @@ pub fn run(command: &[String], s: RunSetup) -> Result<RunReport, RunError> {
     let hint_path = s
         .state_dir
         .join(format!("hint-{}.sock", std::process::id()));
-    let hints = HintServer::bind(&hint_path).map_err(setup("hint socket"))?;
+    let hints = crate::socket_file::prepare(&hint_path, &s.state_dir)
+        .map_err(io::Error::from)
+        .and_then(|()| HintServer::bind(&hint_path))
+        .map_err(setup("hint socket"));
+    let hints = match hints {
+        Ok(h) => h,
+        Err(e) => {
+            // Nothing was placed; this removes the journal.
+            if let Some(mut j) = journal {
+                j.restore_all(&proc);
+            }
+            return Err(e);
+        }
+    };
     let machine = s.topology.name().to_string();
     let mut engine = Engine::new(
         s.topology,

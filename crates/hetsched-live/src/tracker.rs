@@ -7,7 +7,8 @@
 //! the tracker's own process, and anything outside the scope.
 
 use crate::connector::{Connector, ProcEvent};
-use crate::procfs::Proc;
+use crate::procfs::{Proc, TaskStat};
+use crate::sys::{self, OsMask};
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet};
 
@@ -15,18 +16,104 @@ use std::collections::{HashMap, HashSet};
 /// default interval); without it, every interval.
 pub const FULL_SCAN_EVERY: u64 = 30;
 
-/// A daemon rule's match: every field given must hold.
+/// The longest command name the kernel keeps (`TASK_COMM_LEN` less its terminating zero).
+pub const MAX_COMM_BYTES: usize = 15;
+
+/// A daemon rule's match: every field given must hold. Values that could never match, or would
+/// match every process, are refused when the configuration is read (the error names the line).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Match {
-    /// The command name (`/proc/<pid>/comm`, 15 characters at most), exactly.
+    /// The command name (`/proc/<pid>/comm`, 15 bytes at most), exactly.
+    #[serde(default, deserialize_with = "comm_name")]
     pub comm: Option<String>,
     /// The executable's path, exactly.
+    #[serde(default, deserialize_with = "exe_path")]
     pub exe: Option<String>,
-    /// A cgroup path prefix (`/user.slice`).
+    /// A cgroup path prefix (`/user.slice`), matched by whole path components.
+    #[serde(default, deserialize_with = "cgroup_prefix")]
     pub cgroup: Option<String>,
     /// The real user id.
     pub uid: Option<u32>,
+}
+
+fn comm_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let c = String::deserialize(d)?;
+    if c.is_empty() {
+        return Err(serde::de::Error::custom(
+            "empty: no process has an empty command name",
+        ));
+    }
+    if c.len() > MAX_COMM_BYTES {
+        return Err(serde::de::Error::custom(format!(
+            "{c:?} is {} bytes; the kernel keeps at most {MAX_COMM_BYTES} of a command name (`{}` would match), so it never matches",
+            c.len(),
+            truncate_comm(&c)
+        )));
+    }
+    Ok(Some(c))
+}
+
+/// The command name the kernel keeps of `name`: its first 15 bytes (on a character boundary).
+fn truncate_comm(name: &str) -> &str {
+    let mut end = MAX_COMM_BYTES.min(name.len());
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    &name[..end]
+}
+
+fn exe_path<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let e = String::deserialize(d)?;
+    if e.is_empty() {
+        return Err(serde::de::Error::custom(
+            "empty: no process runs an executable without a path",
+        ));
+    }
+    Ok(Some(e))
+}
+
+fn cgroup_prefix<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let c = String::deserialize(d)?;
+    if std::path::Path::new(&c)
+        .components()
+        .all(|p| p == std::path::Component::RootDir)
+    {
+        return Err(serde::de::Error::custom(format!(
+            "{c:?} would match every process; give a cgroup path such as \"/user.slice\""
+        )));
+    }
+    Ok(Some(c))
+}
+
+/// Whether cgroup path `path` is `prefix` or lies under it, by whole components
+/// (`/app-1` holds `/app-1/x`, not `/app-10`).
+pub fn cgroup_under(path: &str, prefix: &str) -> bool {
+    std::path::Path::new(path).starts_with(prefix)
+}
+
+/// A mask an engine set on threads, with the time it was held (clock ticks after boot, as the
+/// start times in /proc): a process started within that time with exactly that mask may have
+/// inherited it from a thread that held it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PinWindow {
+    pub mask: OsMask,
+    /// When it was first set.
+    pub since_ticks: u64,
+    /// When a thread last stopped holding it; `u64::MAX` while one does.
+    pub until_ticks: u64,
+}
+
+/// Start times are in whole clock ticks, and a pin's times are read from another clock: this
+/// much slack either side.
+const PIN_SLACK_TICKS: u64 = 2;
+
+impl PinWindow {
+    /// Whether a process started at `start_ticks` can have been created by a thread holding it.
+    pub fn covers(&self, start_ticks: u64) -> bool {
+        start_ticks + PIN_SLACK_TICKS >= self.since_ticks
+            && start_ticks <= self.until_ticks.saturating_add(PIN_SLACK_TICKS)
+    }
 }
 
 impl Match {
@@ -44,10 +131,7 @@ impl Match {
             }
         }
         if let Some(prefix) = &self.cgroup {
-            if !proc
-                .cgroup(pid)
-                .is_some_and(|c| c.starts_with(prefix.as_str()))
-            {
+            if !proc.cgroup(pid).is_some_and(|c| cgroup_under(&c, prefix)) {
                 return false;
             }
         }
@@ -65,7 +149,8 @@ impl Match {
 pub enum Scope {
     /// The process `root` and all its descendants (`run`).
     Tree { root: u32 },
-    /// Processes matching a rule; a process belongs to the first rule it matches (`daemon`).
+    /// Processes matching a rule; a process belongs to the first rule it matches, and a process
+    /// started by a managed one to its creator's rule, whether it matches or not (`daemon`).
     Rules(Vec<Match>),
 }
 
@@ -139,6 +224,8 @@ pub struct Tracker {
     /// Scans of /proc so far.
     pub scans: u64,
     calls: u64,
+    /// Masks the engines set, by rule: an orphan started with one of them joins that rule.
+    pins: Vec<(usize, PinWindow)>,
 }
 
 impl Tracker {
@@ -174,7 +261,36 @@ impl Tracker {
             events_lost: 0,
             scans: 0,
             calls: 0,
+            pins: Vec::new(),
         }
+    }
+
+    /// The masks each rule's engine set and when ([`Scope::Rules`] only): a new process whose
+    /// parent exited (it was reparented to init or to us) and whose mask is one of them,
+    /// started while it was held, was created by a managed process and joins its rule.
+    pub fn set_pins(&mut self, pins: Vec<(usize, PinWindow)>) {
+        self.pins = pins;
+    }
+
+    /// The rule of a pin process `pid` inherited, when its creator is gone.
+    fn orphan_group(&self, pid: u32, stat: &TaskStat) -> Option<usize> {
+        if self.pins.is_empty() {
+            return None;
+        }
+        let orphan = stat.ppid == 1
+            || stat.ppid == self.own_pid
+            || self
+                .proc
+                .process_stat(stat.ppid)
+                .is_none_or(|p| p.is_dead());
+        if !orphan {
+            return None;
+        }
+        let mask = sys::get_affinity(pid).ok()?;
+        self.pins
+            .iter()
+            .find(|(_, p)| p.mask == mask && p.covers(stat.start_ticks))
+            .map(|&(g, _)| g)
     }
 
     /// The connector's descriptor, to wait on; `None` when polling only.
@@ -213,9 +329,18 @@ impl Tracker {
                     || (stat.ppid == self.own_pid && *root != self.own_pid);
                 in_tree.then_some(0)
             }
-            Scope::Rules(rules) => rules
-                .iter()
-                .position(|m| m.matches(&self.proc, pid, &stat.comm)),
+            // A child of a managed process is its parent's, as the connector's fork event makes
+            // it; then the rules; then a pin inherited from a creator that is gone.
+            Scope::Rules(rules) => self
+                .procs
+                .get(&stat.ppid)
+                .map(|p| p.group)
+                .or_else(|| {
+                    rules
+                        .iter()
+                        .position(|m| m.matches(&self.proc, pid, &stat.comm))
+                })
+                .or_else(|| self.orphan_group(pid, &stat)),
         };
         Some((stat.start_ticks, group))
     }
@@ -345,28 +470,28 @@ impl Tracker {
     /// returns to the size of what it tracks now).
     fn shrink(&mut self) {
         let mut shrunk = false;
-        if crate::sys::oversized(self.threads.capacity(), self.threads.len()) {
+        if sys::oversized(self.threads.capacity(), self.threads.len()) {
             self.threads.shrink_to_fit();
             shrunk = true;
         }
-        if crate::sys::oversized(self.untouchable.capacity(), self.untouchable.len()) {
+        if sys::oversized(self.untouchable.capacity(), self.untouchable.len()) {
             self.untouchable.shrink_to_fit();
             shrunk = true;
         }
-        if crate::sys::oversized(self.procs.capacity(), self.procs.len()) {
+        if sys::oversized(self.procs.capacity(), self.procs.len()) {
             self.procs.shrink_to_fit();
             shrunk = true;
         }
-        if crate::sys::oversized(self.outside.capacity(), self.outside.len()) {
+        if sys::oversized(self.outside.capacity(), self.outside.len()) {
             self.outside.shrink_to_fit();
             shrunk = true;
         }
-        if crate::sys::oversized(self.events.capacity(), self.events.len()) {
+        if sys::oversized(self.events.capacity(), self.events.len()) {
             self.events.shrink_to_fit();
             shrunk = true;
         }
         if shrunk {
-            crate::sys::release_free_memory();
+            sys::release_free_memory();
         }
     }
 
@@ -416,7 +541,8 @@ impl Tracker {
                     None => {}
                 }
             }
-            if !progressed || !matches!(self.scope, Scope::Tree { .. }) {
+            // Again while some were taken in: their children follow them.
+            if !progressed {
                 for (pid, start) in still {
                     self.outside.insert(pid, start);
                 }
@@ -533,6 +659,63 @@ mod tests {
         t.scan(&mut ch);
         assert!(ch.exited.contains(&root));
         assert!(!t.is_managed_process(root));
+    }
+
+    #[test]
+    fn cgroup_prefixes_match_whole_components() {
+        assert!(cgroup_under("/app-1", "/app-1"));
+        assert!(cgroup_under("/app-1/x.scope", "/app-1"));
+        assert!(cgroup_under("/app-1/x.scope", "/app-1/"));
+        assert!(!cgroup_under("/app-10", "/app-1"));
+        assert!(!cgroup_under(
+            "/user.slice/user-1000.slice",
+            "/user.slice/user-1"
+        ));
+        assert!(cgroup_under("/user.slice/user-1000.slice", "/user.slice"));
+    }
+
+    /// Without the connector as with it, a process started by a managed one belongs to its
+    /// parent's rule, whatever its name (before, the /proc scan matched it by the rules alone
+    /// and left it outside).
+    #[test]
+    fn a_child_of_a_managed_process_joins_its_rule_without_the_connector() {
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 5 & wait"])
+            .spawn()
+            .unwrap();
+        let root = child.id();
+        let proc = Proc::default();
+        // The scan comes once the child runs `sleep` (not the shell's copy, which the rule
+        // would match by its name).
+        let mut sleep = None;
+        for _ in 0..500 {
+            let kids = std::fs::read_to_string(format!("/proc/{root}/task/{root}/children"))
+                .unwrap_or_default();
+            sleep = kids
+                .split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+                .find(|&p| proc.process_stat(p).is_some_and(|s| s.comm == "sleep"));
+            if sleep.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let sleep = sleep.expect("the shell started sleep");
+        let rules = vec![Match {
+            comm: Some("sh".into()),
+            uid: Some(proc.uid(std::process::id()).unwrap()),
+            ..Default::default()
+        }];
+        let mut t = Tracker::new(proc, Scope::Rules(rules), false);
+        let mut ch = Changes::default();
+        t.scan(&mut ch);
+        let found = ch.started.iter().find(|f| f.pid == sleep).copied();
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(sleep as i32, libc::SIGKILL) };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(t.is_managed_process(root));
+        assert_eq!(found.map(|f| f.group), Some(0), "the sleep is its parent's");
     }
 
     #[test]

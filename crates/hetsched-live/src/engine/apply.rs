@@ -69,8 +69,10 @@ impl Engine {
                 continue;
             }
             if kind != Apply::First {
-                let dwell = self.config.min_dwell.as_nanos() as u64;
-                let held_by_dwell = s.last_move_ns.is_some_and(|t| self.now_ns < t + dwell);
+                let dwell = u64::try_from(self.config.min_dwell.as_nanos()).unwrap_or(u64::MAX);
+                let held_by_dwell = s
+                    .last_move_ns
+                    .is_some_and(|t| self.now_ns < t.saturating_add(dwell));
                 let held_by_cap = self.moves_this_interval >= self.config.max_moves;
                 if held_by_dwell || held_by_cap {
                     tracing::debug!(
@@ -174,10 +176,15 @@ impl Engine {
                         s.tid,
                         mask.to_list()
                     );
-                    s.applied = Some(PackedMask::pack(&mask));
+                    let before = s.applied.replace(PackedMask::pack(&mask));
+                    let original = s.original.clone();
                     s.last_move_ns = Some(self.now_ns);
                     s.placements_applied += 1;
                     self.decisions.applied += 1;
+                    if let Some(b) = before {
+                        self.release_pin(&b);
+                    }
+                    self.note_pin(&mask, &original);
                     let cores = self.cpus.to_cores(&mask);
                     self.obs[i].allowed = cores.intersection(&self.obs[i].user_allowed);
                     self.settle(i, &chosen);
@@ -254,6 +261,15 @@ impl Engine {
             self.restored.restored += r.restored;
             self.restored.gone += r.gone;
             self.restored.changed_by_others += r.changed_by_others;
+        }
+        let held: Vec<PackedMask> = self
+            .slots
+            .iter()
+            .filter(|s| s.alive)
+            .filter_map(|s| s.applied.clone())
+            .collect();
+        for m in &held {
+            self.release_pin(m);
         }
         for (s, o) in self.slots.iter_mut().zip(self.obs.iter_mut()) {
             s.applied = None;

@@ -27,7 +27,7 @@ use crate::pages::PageMover;
 use crate::procfs::{parse_stat, Proc};
 use crate::stored::{StoreCounts, StoredSignatures};
 use crate::sys::{self, CpuMap, OsMask, PackedMask, SysError};
-use crate::tracker::Found;
+use crate::tracker::{Found, PinWindow};
 use hetsched_core::observe::{CoreObs, ThreadObs, ThreadState, View};
 use hetsched_core::policy::{Hint, PageMove, Placement, Policy, Signal};
 use hetsched_core::{AppId, CoreId, CpuSet, Signature, ThreadId, Topology};
@@ -213,7 +213,28 @@ pub struct Engine {
     notices: Vec<String>,
     /// Where programs' signatures come from when they start (policies that use signatures only).
     stored: Option<StoredSignatures>,
+    /// Masks set on threads, each with the mask it replaced: a process created by a thread that
+    /// held one inherits it, and may be seen only after its creator is gone.
+    pins: Vec<Pin>,
 }
+
+/// A mask the engine set on threads whose mask before was `original`, and when it was held
+/// (clock ticks after boot, the clock of the start times in /proc).
+#[derive(Clone, Debug)]
+struct Pin {
+    applied: PackedMask,
+    original: PackedMask,
+    since_ticks: u64,
+    /// When a thread last stopped holding it (it may be held still).
+    released_ticks: u64,
+}
+
+/// Most pins remembered; past it, the one released longest ago is forgotten.
+pub const MAX_PINS: usize = 1024;
+
+/// A pin no thread holds is forgotten this long (clock ticks: 60 s at 100 Hz) after its release:
+/// a process that inherited it is seen within an interval or a reconciling scan.
+pub const PIN_MEMORY_S: u64 = 60;
 
 /// A placement made work-conserving for a kernel that time-shares between our intervals: `cpus`
 /// plus every core on the same NUMA nodes that is faster than the slowest core of `cpus`.
@@ -341,6 +362,7 @@ impl Engine {
             restored: Restored::default(),
             notices,
             stored: None,
+            pins: Vec::new(),
         }
     }
 
@@ -509,6 +531,7 @@ impl Engine {
         }
         if self.ticks.is_multiple_of(PROCESS_SWEEP_TICKS) {
             self.sweep_processes();
+            self.forget_old_pins();
         }
         if self.free.len() > COMPACT_FREE_SLOTS && self.free.len() > self.live {
             self.compact();

@@ -55,12 +55,17 @@ impl Engine {
         // A thread or process started by one we had moved inherits our mask, not the user's: it
         // gets its creator's original, and a journal entry, so it is restored like its creator.
         let packed = PackedMask::pack(&current);
+        // A process whose creator is gone (a double fork: the parent exits right after the fork,
+        // often before the child is seen) is known by the pin it carries instead.
         let creator = self.slots.iter().find(|s| {
             s.alive && (s.pid == f.pid || s.pid == f.ppid) && s.applied.as_ref() == Some(&packed)
         });
         let (original, inherited) = match creator {
             Some(c) => (c.original.unpack(), true),
-            None => (current, false),
+            None => match self.orphan_original(&f, &packed) {
+                Some(o) => (o, true),
+                None => (current, false),
+            },
         };
         let user = self.cpus.to_cores(&original).intersection(&self.managed);
         if user.is_empty() {
@@ -238,6 +243,10 @@ impl Engine {
             return;
         }
         s.alive = false;
+        if let Some(held) = s.applied.clone() {
+            self.release_pin(&held);
+        }
+        let s = &mut self.slots[id.index()];
         s.stat = None;
         s.counters = None;
         sys::FD_BUDGET.give_back(s.fds);
@@ -265,6 +274,105 @@ impl Engine {
             }
         }
         self.free.push(id);
+    }
+
+    /// A thread whose mask was `original` now holds `applied`, set by the engine.
+    pub(super) fn note_pin(&mut self, applied: &OsMask, original: &PackedMask) {
+        let applied = PackedMask::pack(applied);
+        let now = crate::procfs::boot_ticks();
+        if let Some(p) = self
+            .pins
+            .iter_mut()
+            .find(|p| p.applied == applied && p.original == *original)
+        {
+            p.released_ticks = p.released_ticks.max(now);
+            return;
+        }
+        if self.pins.len() >= MAX_PINS {
+            if let Some(oldest) = self
+                .pins
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, p)| p.released_ticks)
+                .map(|(i, _)| i)
+            {
+                self.pins.swap_remove(oldest);
+            }
+        }
+        self.pins.push(Pin {
+            applied,
+            original: original.clone(),
+            since_ticks: now,
+            released_ticks: now,
+        });
+    }
+
+    /// A thread stopped holding `applied` (it exited, was placed elsewhere, or was restored).
+    pub(super) fn release_pin(&mut self, applied: &PackedMask) {
+        let now = crate::procfs::boot_ticks();
+        for p in self.pins.iter_mut().filter(|p| p.applied == *applied) {
+            p.released_ticks = p.released_ticks.max(now);
+        }
+    }
+
+    fn pin_held(&self, applied: &PackedMask) -> bool {
+        self.slots
+            .iter()
+            .any(|s| s.alive && s.applied.as_ref() == Some(applied))
+    }
+
+    fn window(&self, p: &Pin) -> PinWindow {
+        PinWindow {
+            mask: p.applied.unpack(),
+            since_ticks: p.since_ticks,
+            until_ticks: if self.pin_held(&p.applied) {
+                u64::MAX
+            } else {
+                p.released_ticks
+            },
+        }
+    }
+
+    /// The masks the engine set and when they were held, for the tracker to recognise a process
+    /// that inherited one from a creator that is gone.
+    pub fn pins(&self) -> impl Iterator<Item = PinWindow> + '_ {
+        self.pins.iter().map(|p| self.window(p))
+    }
+
+    /// The original mask behind the pin that new process `f` inherited from a creator that is
+    /// gone: its main thread has exactly a mask the engine set, it started while a thread held
+    /// that mask, and its parent has exited or is the reaper it was handed to (init, or hetsched
+    /// as the subreaper of `run`'s tree). Of several such pins, the one held last.
+    fn orphan_original(&self, f: &Found, current: &PackedMask) -> Option<OsMask> {
+        if f.tid != f.pid || self.pins.is_empty() {
+            return None;
+        }
+        let parent_gone = f.ppid == 1
+            || f.ppid == std::process::id()
+            || self.proc.process_stat(f.ppid).is_none_or(|s| s.is_dead());
+        if !parent_gone {
+            return None;
+        }
+        self.pins
+            .iter()
+            .filter(|p| p.applied == *current)
+            .map(|p| (p, self.window(p)))
+            .filter(|(_, w)| w.covers(f.start_ticks))
+            .max_by_key(|(_, w)| w.until_ticks)
+            .map(|(p, _)| p.original.unpack())
+    }
+
+    /// Forget the pins no thread has held for [`PIN_MEMORY_S`].
+    pub(super) fn forget_old_pins(&mut self) {
+        let now = crate::procfs::boot_ticks();
+        let limit = PIN_MEMORY_S * crate::procfs::clock_ticks_per_s();
+        let slots = &self.slots;
+        self.pins.retain(|p| {
+            now.saturating_sub(p.released_ticks) < limit
+                || slots
+                    .iter()
+                    .any(|s| s.alive && s.applied.as_ref() == Some(&p.applied))
+        });
     }
 
     fn process_lives(&self, pid: u32, start_ticks: u64) -> bool {
