@@ -34,6 +34,29 @@ fn fast_share(runs: &[RunResult], app: usize, fastest: usize) -> f64 {
     }
 }
 
+/// Whether a policy's run did exactly what the baseline's run of the same seed did: the same
+/// makespan and migrations, and the same work done (a run cut off by the duration has the
+/// duration as its makespan whatever it did, so the work is compared too).
+fn same_run(a: &RunResult, b: &RunResult) -> bool {
+    a.makespan_s == b.makespan_s
+        && a.migrations == b.migrations
+        && a.instructions == b.instructions
+        && a.finished == b.finished
+        && a.apps.len() == b.apps.len()
+        && a.apps
+            .iter()
+            .zip(&b.apps)
+            .all(|(x, y)| x.completion_s == y.completion_s && x.cpu_s_by_class == y.cpu_s_by_class)
+}
+
+/// A completion-time ratio (the baseline's time over the policy's: above 1, the app finished
+/// sooner) as a change of the app's time: "59% less time" for 2.46, "30% more time" for 0.77.
+fn time_change(g: f64) -> String {
+    let change = 1.0 / g - 1.0;
+    let word = if change <= 0.0 { "less" } else { "more" };
+    format!("{:.0}% {word} time", change.abs() * 100.0)
+}
+
 /// The experiment that shows a policy on the ground it was built for.
 fn home_experiment(policy: &str) -> &'static str {
     experiments()
@@ -60,10 +83,7 @@ pub fn explain(doc: &SimulateJson, topo: &Topology) -> Vec<String> {
         let Some(runs) = doc.runs.get(pi * seeds..(pi + 1) * seeds) else {
             continue;
         };
-        let placed_nothing = runs
-            .iter()
-            .zip(base_runs)
-            .all(|(a, b)| a.makespan_s == b.makespan_s && a.migrations == b.migrations);
+        let placed_nothing = runs.iter().zip(base_runs).all(|(a, b)| same_run(a, b));
         let mut line = format!("{}: {:.3}x", r.policy, r.speedup_vs_baseline);
         if placed_nothing {
             let why = runs
@@ -88,9 +108,9 @@ pub fn explain(doc: &SimulateJson, topo: &Topology) -> Vec<String> {
                     Some((ai, completions(base_runs, ai)? / completions(runs, ai)?))
                 })
                 .collect();
-            let describe = |ai: usize, g: f64, verb: &str| {
+            let describe = |ai: usize, g: f64| {
                 let name = &doc.baseline.apps[ai].name;
-                let mut s = format!("{name} {:.0}% {verb}", (g - 1.0).abs() * 100.0);
+                let mut s = format!("{name}, {}", time_change(g));
                 if asymmetric {
                     s.push_str(&format!(
                         " ({:.0}% of its CPU time on {fast_name} cores vs {:.0}% under the baseline)",
@@ -100,13 +120,16 @@ pub fn explain(doc: &SimulateJson, topo: &Topology) -> Vec<String> {
                 }
                 s
             };
+            if runs.iter().chain(base_runs).any(|x| !x.finished) {
+                line.push_str("; cut off by the duration (the speedup compares the work done)");
+            }
             let best = gains.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1));
             let worst = gains.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1));
             if let Some((ai, g)) = best.filter(|b| b.1 > 1.005) {
-                line.push_str(&format!("; gains most on {}", describe(ai, g, "sooner")));
+                line.push_str(&format!("; gains most on {}", describe(ai, g)));
             }
             if let Some((ai, g)) = worst.filter(|w| w.1 < 0.995) {
-                line.push_str(&format!("; loses most on {}", describe(ai, g, "later")));
+                line.push_str(&format!("; loses most on {}", describe(ai, g)));
             }
             let base_migrations = doc.baseline.migrations;
             if r.migrations > 2.0 * base_migrations.max(1.0) {
@@ -130,6 +153,14 @@ pub fn explain(doc: &SimulateJson, topo: &Topology) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_changes_are_shares_of_the_baselines_time() {
+        assert_eq!(time_change(2.46), "59% less time");
+        assert_eq!(time_change(1.25), "20% less time");
+        assert_eq!(time_change(0.8), "25% more time");
+        assert_eq!(time_change(0.25), "300% more time");
+    }
 
     #[test]
     fn each_policy_points_to_the_experiment_of_its_paper() {

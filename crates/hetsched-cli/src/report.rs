@@ -13,6 +13,17 @@ use std::fmt::Write;
 pub const GANTT_MAX_CORES: usize = 64;
 
 /// Write `results.json` and `report.html` into `--out DIR` (created if missing), and say where.
+/// Make the `--out` directory and check that a file can be written there (a probe file, removed
+/// again), so that a long run is not lost to a directory found unwritable at its end.
+pub fn check_out(dir: &std::path::Path) -> anyhow::Result<()> {
+    let fail = |e: &dyn std::fmt::Display| anyhow::anyhow!("--out {}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(|e| fail(&e))?;
+    let probe = dir.join(".hetsched-write-check");
+    std::fs::write(&probe, b"").map_err(|e| fail(&e))?;
+    std::fs::remove_file(&probe).map_err(|e| fail(&e))?;
+    Ok(())
+}
+
 pub fn write_out(
     dir: &std::path::Path,
     results: &impl serde::Serialize,

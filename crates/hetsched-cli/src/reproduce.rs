@@ -140,6 +140,15 @@ pub fn run_reproduce(args: &ReproduceArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    let which = args.experiment.as_deref().unwrap_or("all");
+    // A directory that cannot be written is found before the experiments run (a name that is
+    // no experiment is reported first, with the directory left as it is).
+    if let (Some(dir), true) = (
+        &args.out,
+        which == "all" || experiments().any(|(n, _)| *n == which),
+    ) {
+        crate::report::check_out(dir)?;
+    }
     let done = run_experiments(args.experiment.as_deref().unwrap_or("all"), false)?;
     let doc = ReproduceJson {
         provenance: Provenance::new([]),

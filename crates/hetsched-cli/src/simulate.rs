@@ -30,6 +30,10 @@ pub const FINITE_LIMIT_S: f64 = 3600.0;
 /// Simulated time for a workload that runs forever (closed loop), s.
 pub const OPEN_ENDED_S: f64 = 60.0;
 
+/// Most seeds one `simulate` runs (each is a run of every policy; the runs are kept until the
+/// table is made).
+pub const MAX_SEEDS: u32 = 10_000;
+
 #[derive(Args, Debug, Default)]
 pub struct SimulateArgs {
     /// Machine preset or machine file (default: amps-smp).
@@ -59,7 +63,7 @@ pub struct SimulateArgs {
     /// First seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Number of seeds (seed, seed+1, ...); results give mean and spread.
+    /// Number of seeds (seed, seed+1, ...; at most 10000); results give mean and spread.
     #[arg(long, default_value_t = 1)]
     pub seeds: u32,
     /// Simulated seconds to run (default: until the work is done, at most 3600 s; 60 s for a
@@ -181,6 +185,20 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
     };
     if args.seeds == 0 {
         return Err(bad_input("--seeds 0: need at least one seed"));
+    }
+    if args.seeds > MAX_SEEDS {
+        return Err(bad_input(format!(
+            "--seeds {}: at most {MAX_SEEDS}",
+            args.seeds
+        )));
+    }
+    if args.seed.checked_add(u64::from(args.seeds) - 1).is_none() {
+        return Err(bad_input(format!(
+            "--seed {} --seeds {}: the last seed would be past {}",
+            args.seed,
+            args.seeds,
+            u64::MAX
+        )));
     }
     if !(args.quantum_ms.is_finite() && args.quantum_ms >= 0.1 && args.quantum_ms <= 1000.0) {
         return Err(bad_input(format!(
@@ -462,6 +480,9 @@ pub struct Simulated {
 /// warnings go to stderr.
 pub fn simulate(args: &SimulateArgs) -> anyhow::Result<Simulated> {
     let plan = plan(args)?;
+    if let Some(dir) = &args.out {
+        report::check_out(dir)?;
+    }
     let runs = run_all(&plan);
     let k = plan.seeds.len();
     if runs.len() != plan.policies.len() * k {

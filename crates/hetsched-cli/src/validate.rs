@@ -549,7 +549,23 @@ fn side(s: f64, noise: f64) -> i8 {
     }
 }
 
+/// Most live runs per case (each round runs every case under every policy, seconds each).
+pub const MAX_RUNS: u32 = 1000;
+
 pub fn run_validate(args: &ValidateArgs) -> anyhow::Result<()> {
+    if args.runs > MAX_RUNS {
+        return Err(bad_input(format!(
+            "--runs {}: at most {MAX_RUNS}",
+            args.runs
+        )));
+    }
+    if args.seeds > u64::from(crate::simulate::MAX_SEEDS) {
+        return Err(bad_input(format!(
+            "--seeds {}: at most {}",
+            args.seeds,
+            crate::simulate::MAX_SEEDS
+        )));
+    }
     if !(args.duty > 0.0 && args.duty < 1.0) {
         return Err(bad_input(format!(
             "--duty {}: must be in (0, 1)",

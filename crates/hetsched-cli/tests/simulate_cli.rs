@@ -183,7 +183,7 @@ fn bad_input_exits_2_naming_it() {
         f.to_str().unwrap(),
     ]);
     assert_eq!(code, 2);
-    assert!(err.contains("more than 256 static assignments of this workload to the 4 partitions of this machine exceed the limit of 256"), "{err}");
+    assert!(err.contains("2520 static assignments of this workload to the 4 partitions of this machine exceed the limit of 256"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -302,4 +302,89 @@ fn csv_has_a_row_per_policy_app_and_seed() {
             assert_eq!(r[col("speedup_vs_baseline")], "1.0");
         }
     }
+}
+
+/// A machine of one fast and seven slow cores, and six batch programs on it, that run past a
+/// 2-second duration.
+const ONE_FAST_SEVEN_SLOW: &str = "name = \"m01\"\nmemory_latency_ns = 85.0\n[[classes]]\nname = \"fast\"\nfreq_ghz = 3.5\n[[classes]]\nname = \"slow\"\nfreq_ghz = 1.0\n[[cores]]\ncpus = \"0\"\nclass = \"fast\"\n[[cores]]\ncpus = \"1-7\"\nclass = \"slow\"\n[[caches]]\nlevel = 2\nsize = \"1 MiB\"\nassoc = 8\ncpus = \"0-7\"\nshared_by = 1\n[[caches]]\nlevel = 3\nsize = \"8 MiB\"\nassoc = 16\ncpus = \"0-7\"\n";
+const BATCH_MIX: &str = "name = \"w01\"\n[[apps]]\nname = \"cpu-long\"\n[[apps.threads]]\n[[apps.threads.phases]]\ninstructions = 8e9\ncpi = 0.7\nmpki = { max = 1.0, min = 0.05, ws = \"512 KiB\" }\n[[apps]]\nname = \"cpu-mid\"\ncopies = 2\n[[apps.threads]]\n[[apps.threads.phases]]\ninstructions = 4e9\ncpi = 0.8\nmpki = { max = 2.0, min = 0.1, ws = \"1 MiB\" }\nfp = 0.3\n[[apps]]\nname = \"mem-long\"\n[[apps.threads]]\n[[apps.threads.phases]]\ninstructions = 3e9\ncpi = 1.0\nmpki = { max = 40, min = 8, ws = \"512 MiB\" }\nalloc = \"256 MiB\"\n[[apps]]\nname = \"mem-mid\"\ncopies = 2\n[[apps.threads]]\n[[apps.threads.phases]]\ninstructions = 1.5e9\ncpi = 1.0\nmpki = { max = 25, min = 2, ws = \"64 MiB\" }\nalloc = \"64 MiB\"\n";
+
+#[test]
+fn a_run_cut_off_by_the_duration_is_identical_only_when_its_speedup_is_one() {
+    let dir = std::env::temp_dir().join(format!("hetsched-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (m, w) = (dir.join("m.toml"), dir.join("w.toml"));
+    std::fs::write(&m, ONE_FAST_SEVEN_SLOW).unwrap();
+    std::fs::write(&w, BATCH_MIX).unwrap();
+    let (code, out, err) = hetsched(&[
+        "simulate",
+        "--machine",
+        m.to_str().unwrap(),
+        "--workload",
+        w.to_str().unwrap(),
+        "--duration",
+        "2",
+        "--seeds",
+        "2",
+        "--policy",
+        "amps,hetsched",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains("identical")).collect();
+    for l in &lines {
+        assert!(l.trim_start().contains(": 1.000x, identical"), "{out}");
+    }
+    assert!(!out.contains("sooner") && !out.contains("later"), "{out}");
+    assert!(
+        out.contains("amps: 0.994x; cut off by the duration (the speedup compares the work done)"),
+        "{out}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn counts_past_their_limit_exit_2_before_anything_runs() {
+    for (args, want) in [
+        (
+            vec!["simulate", "--seeds", "100000000", "--policy", "linux-default"],
+            "hetsched: --seeds 100000000: at most 10000",
+        ),
+        (
+            vec![
+                "simulate",
+                "--seed",
+                "18446744073709551615",
+                "--seeds",
+                "2",
+                "--policy",
+                "linux-default",
+            ],
+            "hetsched: --seed 18446744073709551615 --seeds 2: the last seed would be past 18446744073709551615",
+        ),
+        (
+            vec!["validate", "--seeds", "100000000"],
+            "hetsched: --seeds 100000000: at most 10000",
+        ),
+        (
+            vec!["validate", "--runs", "100000000"],
+            "hetsched: --runs 100000000: at most 1000",
+        ),
+    ] {
+        let (code, out, err) = hetsched(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty());
+        assert_eq!(err.trim(), want, "{args:?}");
+    }
+}
+
+#[test]
+fn an_unwritable_out_directory_is_found_before_the_runs() {
+    let start = std::time::Instant::now();
+    let (code, out, err) = hetsched(&["simulate", "--out", "/proc/nope", "--seeds", "50"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty());
+    assert!(err.contains("--out /proc/nope:"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // Every policy on fifty seeds of the default scenario takes minutes; the refusal comes first.
+    assert!(start.elapsed().as_secs_f64() < 5.0);
 }

@@ -194,7 +194,10 @@ impl CpuSet {
                     .parse()
                     .map_err(|_| format!("{s:?} is not a CPU number"))?;
                 if v >= MAX_CPUS {
-                    return Err(format!("CPU {v} is beyond the supported {MAX_CPUS}"));
+                    return Err(format!(
+                        "CPU {v} is beyond the highest supported, {}",
+                        MAX_CPUS - 1
+                    ));
                 }
                 Ok(v)
             };

@@ -268,6 +268,14 @@ fn to_spec(m: FileMachine) -> Result<TopologySpec, (String, String)> {
             Some(s) => Some(size_bytes(&format!("{origin}.memory"), s)?),
             None => None,
         };
+        if let Some(g) = n.bandwidth_gbs {
+            if !(g.is_finite() && g > 0.0) {
+                return Err((
+                    format!("{origin}.bandwidth_gbs"),
+                    format!("must be a positive number, got {g}"),
+                ));
+            }
+        }
         spec.nodes.push(NodeSpec {
             origin,
             cpus: set,
@@ -390,6 +398,12 @@ cpus = "0-3"
             (("freq_ghz = 3.0\n\n[[classes]]", "frq_ghz = 3.0\n\n[[classes]]"), "m.toml: line 8: unknown field `frq_ghz`, expected one of `name`, `freq_ghz`, `duty`, `cpi_factor`, `capacity`"),
             (("name = \"tiny\"", "name = "), "m.toml: line 2: name: invalid string"),
             (("memory_latency_ns = 80", "memory_latency_ns = -80"), "m.toml: memory_latency_ns: must be a positive number, got -80"),
+            (("freq_ghz = 3.0\n\n[[classes]]", "freq_ghz = 1e-300\n\n[[classes]]"), "m.toml: classes[0].freq_ghz: must be between 0.01 and 100 GHz, got 1e-300"),
+            (("freq_ghz = 3.0\n\n[[classes]]", "freq_ghz = 1e300\n\n[[classes]]"), "m.toml: classes[0].freq_ghz: must be between 0.01 and 100 GHz, got 1e300"),
+            (("cpus = \"2-3\"\nclass", "cpus = \"2-8192\"\nclass"), "m.toml: cores[1].cpus: bad cpulist \"2-8192\": CPU 8192 is beyond the highest supported, 8191"),
+            // A cache shared by cores that have higher-level caches of their own (a shared L2 below
+            // private L3s): caches nest, a higher level is shared by at least the same cores.
+            (("size = 8388608\nassoc = 16\ncpus = \"0-3\"", "size = 8388608\nassoc = 16\ncpus = \"0-3\"\nshared_by = 1"), "m.toml: caches[0].cpus: core 0 shares this L2 cache with core 1, but its L3 cache (caches[1]) does not hold core 1"),
         ];
         for (edit, want) in cases {
             assert_eq!(&bad(*edit), want, "edit {edit:?}");
@@ -417,6 +431,20 @@ cpus = "0-3"
             (
                 ("distance = [10, 20]", "distance = [10, -20]"),
                 "m.toml: nodes[0].distance: distances must be 1..255, got -20",
+            ),
+            (
+                (
+                    "distance = [20, 10]",
+                    "distance = [20, 10]\nbandwidth_gbs = -1.0",
+                ),
+                "m.toml: nodes[1].bandwidth_gbs: must be a positive number, got -1",
+            ),
+            (
+                (
+                    "distance = [20, 10]",
+                    "distance = [20, 10]\nbandwidth_gbs = -2.5",
+                ),
+                "m.toml: nodes[1].bandwidth_gbs: must be a positive number, got -2.5",
             ),
         ];
         for ((from, to), want) in cases {

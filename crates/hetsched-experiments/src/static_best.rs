@@ -37,6 +37,10 @@ use thiserror::Error;
 /// 16-core experiment take seconds; AMD-12,4 with four copies of four benchmarks has 35.
 pub const STATIC_BEST_MAX_ASSIGNMENTS: usize = 256;
 
+/// Most static assignments counted for the error past the limit (counting goes on past the limit
+/// to give the number; beyond this many, the error says "more than").
+pub const STATIC_BEST_MAX_COUNTED: usize = 1_000_000;
+
 /// Why static assignments cannot be made for a workload.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum StaticError {
@@ -107,21 +111,30 @@ pub fn assignments(
     check_single_threaded(workload)?;
     let copies: Vec<u32> = workload.apps.iter().map(|a| a.copies).collect();
     let (parts, quotas) = partitions_and_quotas(topo, copies.iter().sum());
-    // Partitions are filled exactly: a split counts only when no partition has room left.
+    // Partitions are filled exactly: a split counts only when no partition has room left. Past
+    // the limit the splits are only counted (up to [`STATIC_BEST_MAX_COUNTED`]), for the error.
     let mut out = Vec::new();
+    let mut count: usize = 0;
     let complete = for_each_split(&copies, &quotas, &mut |m, room| {
         if room.iter().any(|&r| r > 0) {
             return true;
         }
-        if out.len() >= limit {
+        count += 1;
+        if count > STATIC_BEST_MAX_COUNTED {
             return false;
         }
-        out.push(Assignment { copies: m.to_vec() });
+        if count <= limit {
+            out.push(Assignment { copies: m.to_vec() });
+        }
         true
     });
-    if !complete {
+    if count > limit {
         return Err(StaticError::TooMany {
-            count: format!("more than {limit}"),
+            count: if complete {
+                count.to_string()
+            } else {
+                format!("more than {STATIC_BEST_MAX_COUNTED}")
+            },
             partitions: parts.len(),
             limit,
         });
@@ -437,7 +450,7 @@ mod tests {
         let err = assignments(&topo, &w, 10).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "static-best: more than 10 static assignments of this workload to the 2 partitions of this machine exceed the limit of 10 (each is a full simulation)"
+            "static-best: 35 static assignments of this workload to the 2 partitions of this machine exceed the limit of 10 (each is a full simulation)"
         );
         let sampled = sample_assignments(&topo, &w, 10, 1).unwrap();
         assert_eq!(sampled.len(), 10);

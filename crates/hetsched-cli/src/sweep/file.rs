@@ -323,6 +323,13 @@ pub fn parse_sweep(text: &str, source_name: &str, base: &Path) -> Result<Sweep, 
         }
     }
     let seeds: Vec<u64> = match &file.seeds {
+        toml::Value::Integer(n) if *n > MAX_CELLS as i64 => {
+            return Err(InputError::at(
+                src,
+                "seeds",
+                format!("{n}: more than the {MAX_CELLS} cells a grid may have"),
+            ))
+        }
         toml::Value::Integer(n) if *n >= 1 => (1..=*n as u64).collect(),
         toml::Value::Integer(n) => {
             return Err(InputError::at(
@@ -512,6 +519,18 @@ mod tests {
         let c = &two.cells[0];
         assert!(c.policies.iter().any(|p| p == "hetsched"));
         assert_eq!((c.kernel_baseline.as_str(), c.quantum_ms), ("linux-6", 4.0));
+    }
+
+    #[test]
+    fn a_seed_count_past_the_cell_limit_is_refused_before_it_is_expanded() {
+        let e = parse(
+            "machines = [\"amps-smp\"]\nworkloads = [\"mixed-default\"]\nseeds = 1000000000000\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "s.toml: seeds: 1000000000000: more than the 1000000 cells a grid may have"
+        );
     }
 
     #[test]

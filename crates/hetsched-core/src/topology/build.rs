@@ -46,14 +46,30 @@ impl Topology {
     }
 }
 
+/// Lowest and highest clock a class may have, GHz: real cores run between a few hundred MHz and a
+/// few GHz; values far outside are typos (a clock of 1e-300 GHz makes every instruction an event
+/// storm of its own).
+pub const MIN_FREQ_GHZ: f64 = 0.01;
+/// See [`MIN_FREQ_GHZ`].
+pub const MAX_FREQ_GHZ: f64 = 100.0;
+
 fn check_positive(field: &str, v: f64) -> Result<(), TopologyError> {
     if !v.is_finite() || v <= 0.0 {
         return Err(TopologyError::new(
             field,
-            format!("must be a positive number, got {v}"),
+            format!("must be a positive number, got {}", readable(v)),
         ));
     }
     Ok(())
+}
+
+/// A number as a person reads it in an error: plain, or in exponent form when very large or small.
+fn readable(v: f64) -> String {
+    if v != 0.0 && !(1e-6..1e9).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
 }
 
 /// `cpus` names at least one core, and only cores of the machine (`all`).
@@ -102,6 +118,15 @@ fn build_classes(
         }
         if let Some(f) = c.freq_ghz {
             check_positive(&at("freq_ghz"), f)?;
+            if !(MIN_FREQ_GHZ..=MAX_FREQ_GHZ).contains(&f) {
+                return Err(TopologyError::new(
+                    at("freq_ghz"),
+                    format!(
+                        "must be between {MIN_FREQ_GHZ} and {MAX_FREQ_GHZ} GHz, got {}",
+                        readable(f)
+                    ),
+                ));
+            }
         }
         if let Some(d) = c.duty {
             if !(d > 0.0 && d <= 1.0) {
@@ -327,6 +352,31 @@ fn build_caches(specs: &[CacheSpec], all: &CpuSet) -> Result<Vec<Cache>, Topolog
             cpus: c.cpus.iter().collect(),
             hit_latency_ns: c.hit_latency_ns,
         });
+    }
+    // Caches nest: the cores that share a cache share each higher-level cache any of them has (a
+    // core sharing a cache of a level below its own private higher-level cache is refused).
+    for c in specs {
+        // Each higher-level cache is compared with this one once, however many cores both hold.
+        let mut compared = std::collections::BTreeSet::new();
+        for cpu in c.cpus.iter() {
+            for level in c.level + 1..=5 {
+                let Some(&j) = cache_at.get(&(level, cpu.0)) else {
+                    continue;
+                };
+                if !compared.insert(j) {
+                    continue;
+                }
+                if let Some(other) = c.cpus.iter().find(|o| !specs[j].cpus.contains(*o)) {
+                    return Err(TopologyError::new(
+                        format!("{}.cpus", c.origin),
+                        format!(
+                            "core {cpu} shares this L{} cache with core {other}, but its L{level} cache ({}) does not hold core {other}",
+                            c.level, specs[j].origin
+                        ),
+                    ));
+                }
+            }
+        }
     }
     Ok(caches)
 }

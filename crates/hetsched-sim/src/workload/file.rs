@@ -24,6 +24,7 @@ struct FileWorkload {
     untagged,
     expecting = "a count: an integer, or \"cores\", \"K*cores\", \"cores+M\", \"cores-M\" or \"cores/K\""
 )]
+#[derive(Clone)]
 enum Count {
     Int(i64),
     Expr(String),
@@ -132,17 +133,29 @@ pub fn eval_count(expr: &str, cores: usize) -> Result<i64, String> {
         None => (1, e.as_str()),
     };
     let rest = rest.strip_prefix("cores").ok_or_else(bad)?;
-    let n = cores as i64 * mul;
+    let too_large = || format!("{expr:?} is too large a count");
+    let n = (cores as i64).checked_mul(mul).ok_or_else(too_large)?;
     if rest.is_empty() {
         return Ok(n);
     }
     let (op, num) = rest.split_at(1);
     let m: i64 = num.parse().map_err(|_| bad())?;
     match op {
-        "+" => Ok(n + m),
-        "-" => Ok(n - m),
+        "+" => n.checked_add(m).ok_or_else(too_large),
+        "-" => n.checked_sub(m).ok_or_else(too_large),
         "/" if m > 0 => Ok(n / m),
         _ => Err(bad()),
+    }
+}
+
+/// A count as the file wrote it, for an error: the number, or the expression and what it came to
+/// on this machine.
+fn count_text(c: &Option<Count>, value: i64, cores: usize) -> String {
+    match c {
+        Some(Count::Expr(e)) if e.trim().parse::<i64>().is_err() => {
+            format!("{e:?} comes to {value} on this {cores}-core machine")
+        }
+        _ => value.to_string(),
     }
 }
 
@@ -248,9 +261,18 @@ fn resolve(file: FileWorkload, cores: usize, dir: &Path) -> Result<Workload, Fie
         let app = resolve_app(ai, a, cores, dir)?;
         total += app.copies as u64 * app.num_threads() as u64;
         if total > MAX_THREADS {
+            // The field to lower: the copies of a copied app, else its largest thread group.
+            let field = if app.copies > 1 {
+                format!("apps[{ai}].copies")
+            } else {
+                let ti = (0..app.threads.len())
+                    .max_by_key(|&ti| (app.threads[ti].count, std::cmp::Reverse(ti)))
+                    .unwrap_or(0);
+                format!("apps[{ai}].threads[{ti}].count")
+            };
             return Err((
-                format!("apps[{ai}].copies"),
-                format!("more than {MAX_THREADS} threads at once"),
+                field,
+                format!("more than {MAX_THREADS} threads at once (the workload comes to {total} by this app)"),
             ));
         }
         apps.push(app);
@@ -267,7 +289,22 @@ fn resolve_app(ai: usize, a: FileApp, cores: usize, dir: &Path) -> Result<AppSpe
     let at = |f: &str| format!("apps[{ai}].{f}");
     let copies = count_of(&a.copies, cores, 1).map_err(|m| (at("copies"), m))?;
     if copies < 1 {
-        return Err((at("copies"), format!("must be at least 1, got {copies}")));
+        return Err((
+            at("copies"),
+            format!(
+                "must be at least 1, got {}",
+                count_text(&a.copies, copies, cores)
+            ),
+        ));
+    }
+    if copies as u64 > MAX_THREADS {
+        return Err((
+            at("copies"),
+            format!(
+                "{}, more than {MAX_THREADS} threads at once",
+                count_text(&a.copies, copies, cores)
+            ),
+        ));
     }
     if !(a.arrival_s.is_finite() && (0.0..=1e6).contains(&a.arrival_s)) {
         return Err((
@@ -299,6 +336,7 @@ fn resolve_app(ai: usize, a: FileApp, cores: usize, dir: &Path) -> Result<AppSpe
     if a.threads.is_empty() {
         return Err((at("threads"), "at least one thread group is needed".into()));
     }
+    let counts: Vec<Option<Count>> = a.threads.iter().map(|t| t.count.clone()).collect();
     let mut threads = Vec::new();
     for (ti, t) in a.threads.into_iter().enumerate() {
         threads.push(resolve_threads(ai, ti, t, &a.name, dfs.len(), cores, dir)?);
@@ -322,7 +360,14 @@ fn resolve_app(ai: usize, a: FileApp, cores: usize, dir: &Path) -> Result<AppSpe
         data_fragments: dfs,
     };
     if app.num_threads() == 0 {
-        return Err((at("threads"), "the app has no threads".into()));
+        // Every group's count is 0 (a count of the cores divided, on a small machine).
+        return Err((
+            at("threads[0].count"),
+            format!(
+                "{}: the app has no threads",
+                count_text(&counts[0], 0, cores)
+            ),
+        ));
     }
     let phase_runs: f64 = app
         .threads
@@ -354,7 +399,22 @@ fn resolve_threads(
     let tat = |f: &str| format!("apps[{ai}].threads[{ti}].{f}");
     let count = count_of(&t.count, cores, 1).map_err(|m| (tat("count"), m))?;
     if count < 0 {
-        return Err((tat("count"), format!("must not be negative, got {count}")));
+        return Err((
+            tat("count"),
+            format!(
+                "must not be negative, got {}",
+                count_text(&t.count, count, cores)
+            ),
+        ));
+    }
+    if count as u64 > MAX_THREADS {
+        return Err((
+            tat("count"),
+            format!(
+                "{}, more than {MAX_THREADS} threads at once",
+                count_text(&t.count, count, cores)
+            ),
+        ));
     }
     let repeat = t.repeat.unwrap_or(1);
     if repeat < 1 {
