@@ -12,18 +12,13 @@
 //! `cargo test --release -p hetsched-sim --test one_speed_numa grid -- --ignored --nocapture`
 //! prints every case against the baseline and `numa-amp`.
 
+mod promise;
+
 use hetsched_core::machine_file::parse_machine;
-use hetsched_core::policies::policy_by_name;
 use hetsched_core::Topology;
-use hetsched_sim::{simulate, SimConfig, Workload};
+use hetsched_sim::Workload;
+use promise::{mean_makespan, SEEDS, VS_BASELINE};
 use std::fmt::Write;
-
-/// Seeds whose mean makespan a ratio compares.
-const SEEDS: u64 = 5;
-
-/// `hetsched`'s makespan speedup over the default baseline must be at least this (as in the
-/// survey).
-const VS_BASELINE: f64 = 0.99;
 
 /// One machine of the grid.
 struct MachineSpec {
@@ -326,23 +321,6 @@ fn workloads(node: u32, cores: u32) -> Vec<(String, Vec<String>)> {
             vec![service("s1", node, false), barrier_job("b", h, 12, COMPUTE)],
         ),
     ]
-}
-
-/// Mean makespan of `policy` over [`SEEDS`] seeds.
-fn mean_makespan(topo: &Topology, w: &Workload, policy: &str) -> f64 {
-    let total: f64 = (1..=SEEDS)
-        .map(|seed| {
-            let cfg = SimConfig {
-                seed,
-                duration_ns: 120 * hetsched_sim::engine::NS_PER_S,
-                ..SimConfig::default()
-            };
-            let r = simulate(topo, w, policy_by_name(policy).unwrap(), cfg);
-            assert!(r.finished, "{policy} did not finish {}", w.name);
-            r.makespan_s
-        })
-        .sum();
-    total / SEEDS as f64
 }
 
 /// Every case of the grid: (machine, workload, its topology and workload).

@@ -17,28 +17,13 @@ use hetsched_core::shapes::MachineShape;
 use hetsched_core::Topology;
 use hetsched_sim::workload::{AppSpec, MissCurve, Phase, PhaseEnd, ThreadSpec, Workload};
 use hetsched_sim::{simulate, RunResult, SimConfig};
+use promise::{OTHERS, SEEDS, VS_BASELINE, VS_BEST_OTHER};
 use proptest::prelude::*;
+
+mod promise;
 
 /// Random cases in a normal test run (seconds in the test profile on two cores).
 const DEFAULT_CASES: u32 = 64;
-
-/// `hetsched`'s makespan speedup over the default baseline must be at least this.
-const VS_BASELINE: f64 = 0.99;
-/// ... and at least this times the best other policy's.
-const VS_BEST_OTHER: f64 = 0.97;
-
-/// Seeds whose mean makespan a ratio compares (module doc).
-const SEEDS: u64 = 5;
-
-/// The policies `hetsched` is compared with (every non-oracle policy but the baseline).
-const OTHERS: &[&str] = &[
-    "amps",
-    "hass",
-    "bulldover",
-    "data-sharing",
-    "ipc-driven",
-    "numa-amp",
-];
 
 /// The machine of a shape, which every drawn shape must give.
 fn topology(shape: &MachineShape) -> Topology {

@@ -12,29 +12,13 @@
 //! `cargo test --release -p hetsched-sim --test user_files grid -- --ignored --nocapture` prints
 //! every pair against the baseline and the best other policy.
 
+mod promise;
+
 use hetsched_core::machine_file::parse_machine;
-use hetsched_core::policies::policy_by_name;
 use hetsched_core::Topology;
-use hetsched_sim::{simulate, SimConfig, Workload};
+use hetsched_sim::Workload;
+use promise::{mean_makespan, OTHERS, SEEDS, VS_BASELINE, VS_BEST_OTHER};
 use std::path::{Path, PathBuf};
-
-/// Seeds whose mean makespan a ratio compares.
-const SEEDS: u64 = 5;
-
-/// The combined policy's promises (as in the survey): at least this times the baseline's ...
-const VS_BASELINE: f64 = 0.99;
-/// ... and at least this times the best other policy's (mean makespans).
-const VS_BEST_OTHER: f64 = 0.97;
-
-/// The policies `hetsched` is compared with (every non-oracle policy but the baseline).
-const OTHERS: &[&str] = &[
-    "amps",
-    "hass",
-    "bulldover",
-    "data-sharing",
-    "ipc-driven",
-    "numa-amp",
-];
 
 /// The `.toml` files of `tests/user_files/{dir}`, by name.
 fn files(dir: &str) -> Vec<PathBuf> {
@@ -72,23 +56,6 @@ fn pairs() -> Vec<(String, String, Topology, Workload)> {
         }
     }
     out
-}
-
-/// Mean makespan of `policy` over [`SEEDS`] seeds.
-fn mean_makespan(topo: &Topology, w: &Workload, policy: &str) -> f64 {
-    let total: f64 = (1..=SEEDS)
-        .map(|seed| {
-            let cfg = SimConfig {
-                seed,
-                duration_ns: 120 * hetsched_sim::engine::NS_PER_S,
-                ..SimConfig::default()
-            };
-            let r = simulate(topo, w, policy_by_name(policy).unwrap(), cfg);
-            assert!(r.finished, "{policy} did not finish {}", w.name);
-            r.makespan_s
-        })
-        .sum();
-    total / SEEDS as f64
 }
 
 /// Every file parses, and nearly every pair resolves: a grid that silently lost its files would
