@@ -415,8 +415,8 @@ fn run_signature_to(args: &SignatureArgs, out: &mut dyn Write) -> anyhow::Result
         // Stop signals are read from a descriptor from here on, before any thread starts (the
         // threads inherit the mask); valgrind starts with none blocked.
         let signals = Signals::take()?;
-        let rec =
-            record::start(&args.command, program_stdout).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let rec = record::start(&args.command, program_stdout, signals::unblock_in_child)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         stop = Some(StopWatch::start(signals, rec.child.id()));
         let reader = rec.reader()?;
         recording = Some(rec);

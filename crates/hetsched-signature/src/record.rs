@@ -194,8 +194,14 @@ pub fn runnable(program: &str) -> Result<PathBuf, NotRunnable> {
 }
 
 /// Start `cmd` under `valgrind --tool=lackey --trace-mem=yes`, its standard output to `stdout`.
-/// The program starts with no signal blocked, whatever the caller blocks.
-pub fn start(cmd: &[String], stdout: Stdio) -> Result<Recording, TraceError> {
+/// `in_child` runs in the child between fork and exec (`Command::pre_exec`), and may make only
+/// async-signal-safe calls: a caller that blocks signals to read them from a descriptor gives the
+/// program an empty mask there (`hetsched_live::signals::unblock_in_child`), as `run` does.
+pub fn start(
+    cmd: &[String],
+    stdout: Stdio,
+    in_child: fn() -> io::Result<()>,
+) -> Result<Recording, TraceError> {
     let Some(program) = cmd.first() else {
         return Err(TraceError::whole("--record needs a command after `--`"));
     };
@@ -227,8 +233,8 @@ pub fn start(cmd: &[String], stdout: Stdio) -> Result<Recording, TraceError> {
         .stdout(stdout);
     {
         use std::os::unix::process::CommandExt;
-        // SAFETY: the closure only makes async-signal-safe calls.
-        unsafe { command.pre_exec(unblock_signals) };
+        // SAFETY: `in_child` makes only async-signal-safe calls (its contract above).
+        unsafe { command.pre_exec(in_child) };
     }
     let child = command
         .spawn()
@@ -269,19 +275,6 @@ pub fn start(cmd: &[String], stdout: Stdio) -> Result<Recording, TraceError> {
     // SAFETY: fcntl on a descriptor we own, with an integer argument.
     unsafe { libc::fcntl(trace.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES) };
     Ok(Recording { child, trace, dir })
-}
-
-/// For `Command::pre_exec`: an empty signal mask.
-fn unblock_signals() -> io::Result<()> {
-    // SAFETY: async-signal-safe calls on a local set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&raw mut set);
-        if libc::sigprocmask(libc::SIG_SETMASK, &raw const set, std::ptr::null_mut()) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 fn make_fifo(path: &Path) -> Result<(), TraceError> {
