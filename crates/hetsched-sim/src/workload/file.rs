@@ -171,6 +171,22 @@ fn count_of(c: &Option<Count>, cores: usize, default: i64) -> Result<i64, String
     }
 }
 
+/// Count `c` (1 when absent) for a machine of `cores` cores, checked to lie within
+/// `least..=MAX_THREADS`; below `least` the message starts with `below`.
+fn thread_count(c: &Option<Count>, cores: usize, least: i64, below: &str) -> Result<i64, String> {
+    let v = count_of(c, cores, 1)?;
+    if v < least {
+        return Err(format!("{below}, got {}", count_text(c, v, cores)));
+    }
+    if v as u64 > MAX_THREADS {
+        return Err(format!(
+            "{}, more than {MAX_THREADS} threads at once",
+            count_text(c, v, cores)
+        ));
+    }
+    Ok(v)
+}
+
 /// Most threads one workload may create at once (a guard against a typo such as `1000*cores`).
 pub const MAX_THREADS: u64 = 1 << 20;
 
@@ -287,25 +303,8 @@ fn resolve(file: FileWorkload, cores: usize, dir: &Path) -> Result<Workload, Fie
 /// App `ai` of the file, checked, with counts evaluated for a machine of `cores` cores.
 fn resolve_app(ai: usize, a: FileApp, cores: usize, dir: &Path) -> Result<AppSpec, FieldError> {
     let at = |f: &str| format!("apps[{ai}].{f}");
-    let copies = count_of(&a.copies, cores, 1).map_err(|m| (at("copies"), m))?;
-    if copies < 1 {
-        return Err((
-            at("copies"),
-            format!(
-                "must be at least 1, got {}",
-                count_text(&a.copies, copies, cores)
-            ),
-        ));
-    }
-    if copies as u64 > MAX_THREADS {
-        return Err((
-            at("copies"),
-            format!(
-                "{}, more than {MAX_THREADS} threads at once",
-                count_text(&a.copies, copies, cores)
-            ),
-        ));
-    }
+    let copies =
+        thread_count(&a.copies, cores, 1, "must be at least 1").map_err(|m| (at("copies"), m))?;
     if !(a.arrival_s.is_finite() && (0.0..=1e6).contains(&a.arrival_s)) {
         return Err((
             at("arrival_s"),
@@ -397,25 +396,8 @@ fn resolve_threads(
     dir: &Path,
 ) -> Result<ThreadSpec, FieldError> {
     let tat = |f: &str| format!("apps[{ai}].threads[{ti}].{f}");
-    let count = count_of(&t.count, cores, 1).map_err(|m| (tat("count"), m))?;
-    if count < 0 {
-        return Err((
-            tat("count"),
-            format!(
-                "must not be negative, got {}",
-                count_text(&t.count, count, cores)
-            ),
-        ));
-    }
-    if count as u64 > MAX_THREADS {
-        return Err((
-            tat("count"),
-            format!(
-                "{}, more than {MAX_THREADS} threads at once",
-                count_text(&t.count, count, cores)
-            ),
-        ));
-    }
+    let count =
+        thread_count(&t.count, cores, 0, "must not be negative").map_err(|m| (tat("count"), m))?;
     let repeat = t.repeat.unwrap_or(1);
     if repeat < 1 {
         return Err((tat("repeat"), format!("must be at least 1, got {repeat}")));
