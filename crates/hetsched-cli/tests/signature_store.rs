@@ -49,13 +49,17 @@ fn recorded() -> Option<&'static Recorded> {
             return None;
         }
         let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        // The directories of earlier runs (copies of the binary each), once their run is over.
+        // The directories of earlier runs (copies of the binary each), once their run is over:
+        // each name ends in its run's pid (`scratch` adds a test's name before it, and this run's
+        // tests are using theirs now).
         for e in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
             let name = e.file_name().to_string_lossy().to_string();
-            if let Some(pid) = name.strip_prefix("signature-store-") {
-                if !Path::new("/proc").join(pid).exists() {
-                    let _ = std::fs::remove_dir_all(e.path());
-                }
+            let Some(rest) = name.strip_prefix("signature-store-") else {
+                continue;
+            };
+            let pid = rest.rsplit('-').next().unwrap_or(rest);
+            if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+                let _ = std::fs::remove_dir_all(e.path());
             }
         }
         let dir = tmp.join(format!("signature-store-{}", std::process::id()));
@@ -601,7 +605,7 @@ fn a_store_that_cannot_be_written_loses_no_recording() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["engine"]["program_exit"], 0);
+    assert_eq!(doc["engine"]["program_exit"], 0, "{err}");
     assert!(
         err.contains(&format!(
             "cannot save into the signature store {}",
