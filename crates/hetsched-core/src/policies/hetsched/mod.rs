@@ -8,7 +8,7 @@
 //! | part        | whose threads                                              | from                 |
 //! |-------------|------------------------------------------------------------|----------------------|
 //! | `fragments` | threads whose application names their data fragment        | Pinter section 4.1   |
-//! | `processes` | threads of multi-threaded processes, when two or more such processes share an asymmetric machine on whose fast cores one of them fits whole, where none is wider than the larger side, and whose threads (all of them) keep more cores busy than it has fast ones | Ding et al. section 3.3 |
+//! | `processes` | threads of multi-threaded processes, when two or more such processes share an asymmetric machine on whose fast cores one of them fits whole, where none is wider than the larger side, and whose threads (all of them) keep more cores busy than it has fast ones; not a process whose threads are blocked most of the time (`counts::Duties`) | Ding et al. section 3.3 |
 //! | `amps`      | every other thread on an asymmetric machine                | AMPS sections 2.2-2.4, plus HASS/Ding benefit swaps and cores held alone ([`solo`]) |
 //! | `fpu`       | every other thread on a one-speed machine with shared FPUs | BulldOver section 5  |
 //! | `backend`   | everything else: no placement, the backend balances        | (Linux)              |
@@ -77,7 +77,7 @@ use crate::policies::numa_amp::{fast_side, NumaAmp, NumaAmpConfig, PROFILE_PERIO
 use crate::policy::{Hint, PageMove, Placement, Policy, Signal};
 use crate::topology::Topology;
 use benefit::Benefit;
-use counts::{Activity, ProcessCounts, WindowEnds};
+use counts::{Activity, Duties, ProcessCounts, WindowEnds};
 use solo::Solo;
 
 /// The policy's name, as users pass it and as the registry lists it.
@@ -166,18 +166,40 @@ pub struct Competition {
 /// cores busy than there are fast cores: every thread can have one when it runs, and there is
 /// nothing to choose (two request services of 9 and 19 threads keeping about 8 of 22 fast cores
 /// busy: 0.84x placed whole, one held to the slow cores while fast cores idled; 1.00x balanced).
-pub fn part_for(shape: Shape, t: &ThreadObs, app_threads: u32, c: Competition) -> Part {
-    part_by(shape, t.data_fragment.is_some(), app_threads, c)
+/// Nor for an `intermittent` process, whose threads are blocked most of the time: whole on the fast
+/// cores it leaves them idle (a 4-thread request service beside a 3-thread one and a batch program
+/// on 4 big and 4 little cores: 0.875x placed whole, 0.971x balanced).
+pub fn part_for(
+    shape: Shape,
+    t: &ThreadObs,
+    app_threads: u32,
+    intermittent: bool,
+    c: Competition,
+) -> Part {
+    part_by(
+        shape,
+        t.data_fragment.is_some(),
+        app_threads,
+        intermittent,
+        c,
+    )
 }
 
 /// [`part_for`] from what it reads of the thread: whether its application names its data
 /// fragment.
-fn part_by(shape: Shape, has_fragment: bool, app_threads: u32, c: Competition) -> Part {
+fn part_by(
+    shape: Shape,
+    has_fragment: bool,
+    app_threads: u32,
+    intermittent: bool,
+    c: Competition,
+) -> Part {
     if has_fragment {
         return Part::Fragments;
     }
     let whole_process = shape.asymmetric
         && app_threads >= 2
+        && !intermittent
         && c.grouped_apps >= 2
         && c.one_fits_fast
         && c.each_fits_a_side
@@ -257,6 +279,8 @@ pub struct Hetsched {
     /// Cores' worth of CPU time the threads used, smoothed over [`DEMAND_WINDOW_NS`]; `None`
     /// before two counts.
     busy_cores: Option<f64>,
+    /// Which multi-threaded processes' threads mostly sleep.
+    duties: Duties,
     /// What the last decision said of it against the fast cores ([`BUSY_BAND`]).
     busy_beyond_fast: bool,
     /// What the last [`Hetsched::reassign`] decided the parts on: the counts and how the
@@ -327,6 +351,7 @@ impl Hetsched {
             log_bits: Vec::new(),
             counted_at: None,
             busy_cores: None,
+            duties: Duties::default(),
             busy_beyond_fast: true,
             assigned_on: None,
             inputs_changed: false,
@@ -369,7 +394,7 @@ impl Hetsched {
         self.busy_beyond_fast = beyond;
         Competition {
             busy_beyond_fast: beyond,
-            ..self.counts.competition(fast, slow)
+            ..self.counts.competition(fast, slow, &self.duties)
         }
     }
 
@@ -589,6 +614,7 @@ impl Hetsched {
                 shape,
                 a.has_fragment,
                 self.counts.get(a.app).max(1),
+                self.duties.is_intermittent(a.app),
                 competition,
             );
             let had = self.part[i];
@@ -699,7 +725,7 @@ impl Policy for Hetsched {
         if self.part_of(thread).is_some() {
             self.release(view, thread);
         }
-        let p = part_for(shape, t, n, competition);
+        let p = part_for(shape, t, n, self.duties.is_intermittent(t.app), competition);
         self.enter(view, thread, p)
             .filter(|set| *set != t.user_allowed)
     }

@@ -167,30 +167,39 @@ fn each_thread_goes_to_the_part_its_situation_calls_for() {
         each_fits_a_side: true,
         busy_beyond_fast: true,
     };
-    assert_eq!(part_for(amp, &hinted, 4, c(2, true)), Part::Fragments);
-    assert_eq!(part_for(smp, &hinted, 1, c(0, false)), Part::Fragments);
+    assert_eq!(
+        part_for(amp, &hinted, 4, false, c(2, true)),
+        Part::Fragments
+    );
+    assert_eq!(
+        part_for(smp, &hinted, 1, false, c(0, false)),
+        Part::Fragments
+    );
     // Two multi-threaded processes on an asymmetric machine, one of which fits whole on the fast
     // cores: Ding's whole processes.
-    assert_eq!(part_for(amp, &t, 4, c(2, true)), Part::Processes);
+    assert_eq!(part_for(amp, &t, 4, false, c(2, true)), Part::Processes);
+    // ... but not a process whose threads are blocked most of the time.
+    assert_eq!(part_for(amp, &t, 4, true, c(2, true)), Part::Amps);
+    assert_eq!(part_for(amp, &hinted, 4, true, c(2, true)), Part::Fragments);
     // None fits: no choice of processes to make; AMPS balances their threads.
-    assert_eq!(part_for(amp, &t, 4, c(2, false)), Part::Amps);
+    assert_eq!(part_for(amp, &t, 4, false, c(2, false)), Part::Amps);
     // One fits, but another is wider than either side: AMPS balances them.
     let too_wide = Competition {
         each_fits_a_side: false,
         ..c(2, true)
     };
-    assert_eq!(part_for(amp, &t, 4, too_wide), Part::Amps);
+    assert_eq!(part_for(amp, &t, 4, false, too_wide), Part::Amps);
     // One multi-threaded process: AMPS's capacity-proportional balance, faster-core-first.
-    assert_eq!(part_for(amp, &t, 4, c(1, false)), Part::Amps);
+    assert_eq!(part_for(amp, &t, 4, false, c(1, false)), Part::Amps);
     // A single-threaded process: AMPS with benefit swaps.
-    assert_eq!(part_for(amp, &t, 1, c(2, true)), Part::Amps);
+    assert_eq!(part_for(amp, &t, 1, false, c(2, true)), Part::Amps);
     // One speed, shared FPUs: BulldOver, threads of multi-threaded processes too.
     assert!(!bulldozer.asymmetric && bulldozer.shared_fpu);
-    assert_eq!(part_for(bulldozer, &t, 1, c(0, false)), Part::Fpu);
-    assert_eq!(part_for(bulldozer, &t, 4, c(1, false)), Part::Fpu);
+    assert_eq!(part_for(bulldozer, &t, 1, false, c(0, false)), Part::Fpu);
+    assert_eq!(part_for(bulldozer, &t, 4, false, c(1, false)), Part::Fpu);
     // One speed, one node, no shared FPU: nothing to add to the backend.
-    assert_eq!(part_for(smp, &t, 1, c(0, false)), Part::Backend);
-    assert_eq!(part_for(smp, &t, 8, c(2, false)), Part::Backend);
+    assert_eq!(part_for(smp, &t, 1, false, c(0, false)), Part::Backend);
+    assert_eq!(part_for(smp, &t, 8, false, c(2, false)), Part::Backend);
 }
 
 #[test]
