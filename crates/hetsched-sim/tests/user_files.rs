@@ -9,8 +9,13 @@
 //! makespans over [`SEEDS`] seeds, as the random survey (`policy_properties.rs`) does, whose
 //! generator draws none of these shapes.
 //!
+//! A second set (`tests/user_files/second/`: 10 machines and 8 workloads, 80 pairs) was written
+//! the same way, by someone else, to check a change from outside: services that mostly sleep and
+//! ones near that line, barrier jobs with sleep phases or uneven work, duty-cycled cores with SMT,
+//! four classes over unequal nodes, bandwidth limits.
+//!
 //! `cargo test --release -p hetsched-sim --test user_files grid -- --ignored --nocapture` prints
-//! every pair against the baseline and the best other policy.
+//! every pair of both sets against the baseline and the best other policy.
 
 mod promise;
 
@@ -19,6 +24,10 @@ use hetsched_core::Topology;
 use hetsched_sim::Workload;
 use promise::{mean_makespan, OTHERS, SEEDS, VS_BASELINE, VS_BEST_OTHER};
 use std::path::{Path, PathBuf};
+
+/// The two sets of files, each a directory of `tests/user_files` with `machines/` and
+/// `workloads/`.
+const SETS: [&str; 2] = [".", "second"];
 
 /// The `.toml` files of `tests/user_files/{dir}`, by name.
 fn files(dir: &str) -> Vec<PathBuf> {
@@ -43,12 +52,13 @@ fn machine(p: &Path) -> Topology {
     parse_machine(&text, &stem(p)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Every pair the workload resolves on (a workload of `cores/4` threads does not on 2 cores).
-fn pairs() -> Vec<(String, String, Topology, Workload)> {
+/// Every pair of a set the workload resolves on (a workload of `cores/4` threads does not on 2
+/// cores).
+fn pairs(set: &str) -> Vec<(String, String, Topology, Workload)> {
     let mut out = Vec::new();
-    for m in files("machines") {
+    for m in files(&format!("{set}/machines")) {
         let topo = machine(&m);
-        for w in files("workloads") {
+        for w in files(&format!("{set}/workloads")) {
             let text = std::fs::read_to_string(&w).unwrap();
             if let Ok(wl) = Workload::parse(&text, &stem(&w), &topo) {
                 out.push((stem(&m), stem(&w), topo.clone(), wl));
@@ -65,7 +75,10 @@ fn every_file_parses() {
     assert_eq!(files("machines").len(), 14);
     assert_eq!(files("workloads").len(), 10);
     // Only the workload of `cores/4`-thread jobs does not fit the 2-core machine.
-    assert_eq!(pairs().len(), 139);
+    assert_eq!(pairs(".").len(), 139);
+    assert_eq!(files("second/machines").len(), 10);
+    assert_eq!(files("second/workloads").len(), 8);
+    assert_eq!(pairs("second").len(), 80);
 }
 
 /// Request services whose threads compute briefly and sleep, beside a batch program, on 4 big and
@@ -75,7 +88,7 @@ fn every_file_parses() {
 /// yet; the floor, 0.95x, is what whole placement could not reach).
 #[test]
 fn a_service_that_mostly_sleeps_does_not_hold_the_fast_cores_whole() {
-    let (_, _, topo, w) = pairs()
+    let (_, _, topo, w) = pairs(".")
         .into_iter()
         .find(|(m, w, _, _)| m == "m14-cpi-only" && w == "w04-services")
         .expect("the pair resolves");
@@ -87,9 +100,16 @@ fn a_service_that_mostly_sleeps_does_not_hold_the_fast_cores_whole() {
 #[test]
 #[ignore = "a survey for reports, not a check"]
 fn grid() {
+    for set in SETS {
+        grid_of(set);
+    }
+}
+
+/// [`grid`] of one set.
+fn grid_of(set: &str) {
     let (mut below_base, mut below_other, mut either, mut log_sum) = (0, 0, 0, 0.0);
     let (mut worst_base, mut worst_other) = (f64::MAX, f64::MAX);
-    let all = pairs();
+    let all = pairs(set);
     for (machine, workload, topo, w) in &all {
         let base = mean_makespan(topo, w, "linux-default");
         let ours = mean_makespan(topo, w, "hetsched");
@@ -115,9 +135,10 @@ fn grid() {
         log_sum += b.ln();
     }
     println!(
-        "{} pairs, means of {SEEDS} seeds: below {VS_BASELINE}x the baseline {below_base} (worst \
+        "{}: {} pairs, means of {SEEDS} seeds: below {VS_BASELINE}x the baseline {below_base} (worst \
          {worst_base:.3}), below {VS_BEST_OTHER}x the best other {below_other} (worst \
          {worst_other:.3}), either {either}; geometric mean against the baseline {:.3}",
+        if set == "." { "first set" } else { "second set" },
         all.len(),
         (log_sum / all.len() as f64).exp()
     );
