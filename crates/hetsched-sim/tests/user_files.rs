@@ -26,8 +26,8 @@ use promise::{mean_makespan, OTHERS, SEEDS, VS_BASELINE, VS_BEST_OTHER};
 use std::path::{Path, PathBuf};
 
 /// The two sets of files, each a directory of `tests/user_files` with `machines/` and
-/// `workloads/`.
-const SETS: [&str; 2] = [".", "second"];
+/// `workloads/`, and its name in reports.
+const SETS: [(&str, &str); 2] = [(".", "first set"), ("second", "second set")];
 
 /// The `.toml` files of `tests/user_files/{dir}`, by name.
 fn files(dir: &str) -> Vec<PathBuf> {
@@ -100,13 +100,13 @@ fn a_service_that_mostly_sleeps_does_not_hold_the_fast_cores_whole() {
 #[test]
 #[ignore = "a survey for reports, not a check"]
 fn grid() {
-    for set in SETS {
-        grid_of(set);
+    for (set, name) in SETS {
+        grid_of(set, name);
     }
 }
 
-/// [`grid`] of one set.
-fn grid_of(set: &str) {
+/// [`grid`] of one set, reported as `name`.
+fn grid_of(set: &str, name: &str) {
     let (mut below_base, mut below_other, mut either, mut log_sum) = (0, 0, 0, 0.0);
     let (mut worst_base, mut worst_other) = (f64::MAX, f64::MAX);
     let all = pairs(set);
@@ -135,10 +135,9 @@ fn grid_of(set: &str) {
         log_sum += b.ln();
     }
     println!(
-        "{}: {} pairs, means of {SEEDS} seeds: below {VS_BASELINE}x the baseline {below_base} (worst \
+        "{name}: {} pairs, means of {SEEDS} seeds: below {VS_BASELINE}x the baseline {below_base} (worst \
          {worst_base:.3}), below {VS_BEST_OTHER}x the best other {below_other} (worst \
          {worst_other:.3}), either {either}; geometric mean against the baseline {:.3}",
-        if set == "." { "first set" } else { "second set" },
         all.len(),
         (log_sum / all.len() as f64).exp()
     );

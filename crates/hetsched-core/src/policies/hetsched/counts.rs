@@ -135,27 +135,25 @@ impl ProcessCounts {
     /// How the multi-threaded processes compete on a machine of `fast` fastest cores and `slow`
     /// others; processes whose threads mostly sleep ([`Duties`]) compete in none of it.
     pub(super) fn competition(&self, fast: usize, slow: usize, duties: &Duties) -> Competition {
-        let (apps, threads) = if duties.intermittent == 0 {
-            (self.grouped, self.grouped_threads)
-        } else {
-            let steady = self
-                .groups()
-                .filter(|&(app, _)| !duties.is_intermittent(app));
-            steady.fold((0, 0), |(a, t), (_, n)| (a + 1, t + n))
-        };
-        // Read only when two processes or more compete (`part_by`): no pass over the processes at
-        // each thread start otherwise.
+        // The competing threads of each process that is not intermittent.
         let steady = || {
             (self.groups())
                 .filter(|&(app, _)| !duties.is_intermittent(app))
-                .map(|(_, n)| n as usize)
+                .map(|(_, n)| n)
         };
+        let (apps, threads) = if duties.intermittent == 0 {
+            (self.grouped, self.grouped_threads)
+        } else {
+            steady().fold((0, 0), |(a, t), n| (a + 1, t + n))
+        };
+        // The widest and narrowest are read only when two processes or more compete (`part_by`):
+        // no pass over the processes at each thread start otherwise.
         let budget = fast_budget(threads as usize, fast, slow);
         Competition {
             grouped_apps: apps,
-            each_fits_a_side: apps < 2 || steady().max().unwrap_or(0) <= fast.max(slow),
+            each_fits_a_side: apps < 2 || steady().max().unwrap_or(0) as usize <= fast.max(slow),
             busy_beyond_fast: true,
-            one_fits_fast: apps >= 2 && steady().min().is_some_and(|n| n <= budget),
+            one_fits_fast: apps >= 2 && steady().min().is_some_and(|n| n as usize <= budget),
         }
     }
 
