@@ -126,8 +126,8 @@ fn bench(c: &mut Criterion) {
 }
 
 /// One `hetsched` rebalance on 16,384 threads and 1,024 cores, half of them single-threaded
-/// programs (the `amps` part) and half in 4-thread processes (the `processes` part): the parts'
-/// views are built by marking the other part's threads exited, the cost this measures.
+/// programs and half in 4-thread processes, all in the `amps` part: its balance, the counts of
+/// competing threads per process and the benefit bookkeeping.
 fn bench_hetsched(c: &mut Criterion) {
     use hetsched_core::policies::hetsched::{Hetsched, HetschedConfig};
     let topo = machine_preset("scale-1024").unwrap().unwrap();

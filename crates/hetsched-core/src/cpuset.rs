@@ -76,6 +76,20 @@ impl CpuSet {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
 
+    /// The set is `{core}`: a pinned thread's mask (a word compare each, no count).
+    pub fn is_only(&self, core: CoreId) -> bool {
+        let (w, b) = (core.index() / 64, core.index() % 64);
+        self.words.iter().enumerate().all(
+            |(i, &word)| {
+                if i == w {
+                    word == 1u64 << b
+                } else {
+                    word == 0
+                }
+            },
+        ) && w < self.words.len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.words.iter().all(|&w| w == 0)
     }

@@ -145,7 +145,7 @@ pub const REGISTRY: &[PolicyEntry] = &[
     },
     PolicyEntry {
         name: hetsched::NAME,
-        description: "all five combined: data-fragment groups (Pinter), whole processes and NUMA domains (Ding), AMPS balance with benefit swaps (HASS), FPU spreading (BulldOver), each where it applies",
+        description: "all five combined: data-fragment groups (Pinter), AMPS balance with benefit swaps (HASS, Ding), FPU spreading (BulldOver), each where it applies",
         citation: "hetsched (CITATION.cff), combining the five papers above",
         oracle: false,
         signals: "all of the above, each part its own",

@@ -39,8 +39,9 @@
 //!    so a move from a core of `n_s` threads to one of `n_d` changes the machine's throughput by
 //!    `[n_d = 0]·F_d − [n_s = 1]·F_s` ([`throughput_gain`]), and nothing else does. Moves that
 //!    raise it always happen: every idle core pulls a thread waiting elsewhere that may run on it,
-//!    from the nearest core first and across nodes too unless section 2.4.2's overhead
-//!    prediction calls the move costly (a thread pinned far from its memory for good loses more
+//!    from the nearest core first and across nodes too, but only a thread no open idle core of
+//!    its own node may take (the kernel's idle balance looks within a node before it looks
+//!    across) and only unless section 2.4.2's overhead prediction calls the move costly (a thread pinned far from its memory for good loses more
 //!    than the wait; `always` skips the prediction), else a thread running alone on a slower core
 //!    that the scaled load would move (faster-core-first): of the idle core's node first, of
 //!    another node only if it is its process's only thread (a thread with siblings would leave
@@ -234,6 +235,31 @@ impl Machine {
     /// unless the overhead prediction calls the move costly ([`costly_across_nodes`]).
     fn pull_allowed(&self, view: &View<'_>, t: ThreadId, s: usize, d: usize) -> bool {
         self.distance(s, d) < ACROSS_NODES || !costly_across_nodes(self.numa, view, t, s, d)
+    }
+
+    /// Whether a core of `s`'s node other than `d`, open and idle (`runnable`), may take `t`
+    /// from `s`: a thread waiting there is then pulled within its node, not across nodes to `d`,
+    /// whichever idle core looks first (rule 6: the kernel's idle balance looks within a node
+    /// before it looks across; were the idle cores that come first in this policy's order to take
+    /// every node's waiting threads, a node whose cores come later would empty into theirs).
+    fn idles_near(
+        &self,
+        view: &View<'_>,
+        closed: &Closed,
+        t: ThreadId,
+        s: usize,
+        d: usize,
+        runnable: impl Fn(usize) -> u32,
+    ) -> bool {
+        let allowed = &view.thread(t).user_allowed;
+        self.node_cores[self.node[s].index()].iter().any(|&c| {
+            let c = c as usize;
+            c != d
+                && c != s
+                && runnable(c) == 0
+                && !closed.core(c)
+                && allowed.contains(CoreId(c as u32))
+        })
     }
 
     /// A move from `s` to `d` does not lower the machine's throughput (rule 6).
@@ -880,7 +906,8 @@ impl Policy for Amps {
         self.balance(view, Some(core), out);
     }
 
-    /// Every thread, but across nodes only where the overhead prediction allows (rule 6).
+    /// Every thread, but across nodes only where the overhead prediction allows and no idle core
+    /// of its own node may take it (rule 6).
     fn conserves_work_for(&self, view: &View<'_>, thread: ThreadId, core: CoreId) -> bool {
         let Some(m) = self.machine.as_ref() else {
             return true;
@@ -888,7 +915,10 @@ impl Policy for Amps {
         let Some(src) = view.thread(thread).cpu else {
             return true;
         };
-        m.pull_allowed(view, thread, src.index(), core.index())
+        let (s, d) = (src.index(), core.index());
+        m.pull_allowed(view, thread, s, d)
+            && (m.distance(s, d) < ACROSS_NODES
+                || !m.idles_near(view, &self.closed, thread, s, d, |c| view.cores[c].runnable))
     }
 }
 

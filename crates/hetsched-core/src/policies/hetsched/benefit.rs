@@ -45,6 +45,7 @@ use crate::policies::partitions::is_runnable;
 use crate::policy::{PageMove, Placement};
 use crate::signature::Signature;
 use crate::topology::Topology;
+use std::sync::Arc;
 
 /// How often estimates are updated and swaps considered, ns (ours: ten of AMPS's 4 ms balances
 /// would see phase noise; Ding's 1 s reacts to a phase change late; 100 ms is Linux's order for
@@ -114,6 +115,9 @@ struct Tracked {
     busy: bool,
     /// Smoothed estimate, once measured.
     estimate: Option<f64>,
+    /// The signature the estimate was last worked out from (a thread keeps its signature, so
+    /// the estimate is worked out once, not every period).
+    signed: Option<Arc<Signature>>,
     /// The core it was on at the last look, and since when.
     core: Option<CoreId>,
     since_ns: u64,
@@ -184,7 +188,16 @@ impl Benefit {
                 continue;
             }
             let now = match (&t.signature, t.cpu) {
-                (Some(sig), _) => Some(signature_benefit(sig, fast, slow)),
+                (Some(sig), _)
+                    if x.estimate.is_some()
+                        && x.signed.as_ref().is_some_and(|s| Arc::ptr_eq(s, sig)) =>
+                {
+                    x.estimate
+                }
+                (Some(sig), _) => {
+                    x.signed = Some(Arc::clone(sig));
+                    Some(signature_benefit(sig, fast, slow))
+                }
                 (None, Some(c)) => {
                     let ran = &self.classes[topo.core(c).class.index()];
                     let latency = topo.latency_ns(c, topo.node_of(c));
@@ -219,10 +232,11 @@ impl Benefit {
         let settled = |t: &ThreadObs| -> Option<(f64, CoreId)> {
             let c = t.cpu?;
             let x = self.threads.get(t.id.index())?;
-            let pinned = t.allowed.len() == 1 && t.allowed.contains(c);
+            let estimate = x.estimate?;
             let runs = is_runnable(t.state);
             let dwelt = x.core == Some(c) && view.now_ns >= x.since_ns + MIN_DWELL_NS;
-            (pinned && runs && dwelt && owned(t)).then_some((x.estimate?, c))
+            // The cheap tests first: this runs for every thread each period.
+            (runs && dwelt && owned(t) && t.allowed.is_only(c)).then_some((estimate, c))
         };
         let candidates: Vec<(f64, CoreId, ThreadId)> = view
             .threads

@@ -8,8 +8,7 @@
 //! | part        | whose threads                                              | from                 |
 //! |-------------|------------------------------------------------------------|----------------------|
 //! | `fragments` | threads whose application names their data fragment        | Pinter section 4.1   |
-//! | `processes` | threads of multi-threaded processes, when two or more such processes share an asymmetric machine on whose fast cores one of them fits whole, where none is wider than the larger side, and whose threads (all of them) keep more cores busy than it has fast ones; not a process whose threads are blocked most of the time (`counts::Duties`) | Ding et al. section 3.3 |
-//! | `amps`      | every other thread on an asymmetric machine                | AMPS sections 2.2-2.4, plus HASS/Ding benefit swaps and cores held alone ([`solo`]) |
+//! | `amps`      | every other thread on an asymmetric machine, of single- and multi-threaded processes alike | AMPS sections 2.2-2.4, plus HASS/Ding benefit swaps and cores held alone ([`solo`]) |
 //! | `fpu`       | every other thread on a one-speed machine with shared FPUs | BulldOver section 5  |
 //! | `backend`   | everything else: no placement, the backend balances        | (Linux)              |
 //!
@@ -17,22 +16,25 @@
 //! - **Data fragments first.** A hint is the application's own statement of sharing, stronger than
 //!   any counter: threads of one fragment run on one CPU in succession (Pinter), whatever else
 //!   holds.
-//! - **Processes whole, when there is a choice among processes** (Ding Fig. 5): a barrier-
-//!   synchronised process split across fast and slow cores runs at the pace of its slow threads,
-//!   and memory-heavy processes that share an LLC or a node's memory degrade each other
-//!   (equations 3-6). So when two or more multi-threaded processes compete, each runs whole on the
-//!   fast or the slow side, ranked by its online speedup factor, and the slow ones are scattered
-//!   over NUMA domains with their sticky pages. With one multi-threaded process there is nothing to
-//!   rank: it cannot be whole on the fast cores without idling the slow ones, and AMPS's
-//!   capacity-proportional balance of its threads is what wins (AMPS section 4.2, OpenMP). The
-//!   same holds when no process fits whole in the fast cores' share of their threads: every
-//!   process would run split, at its slow threads' pace, so AMPS balances them by capacity. On a
-//!   one-speed machine there is no fast side to give: what whole placement would still do is keep
-//!   each process in NUMA domains of its own, and measured against the kernel's balance that lost
-//!   far more often than it won (below).
-//! - **Threads by AMPS, ranked by benefit**: single-threaded processes and lone multi-threaded
-//!   ones get AMPS's scaled-load balance, faster-core-first and its NUMA migration rule. On top,
-//!   the fast cores go to the threads that gain most from them ([`benefit`]: HASS's signature
+//! - **No process placed whole.** Ding et al. (section 3.3) place each multi-threaded process whole
+//!   on the fast or the slow side, ranked by its speedup factor, since a barrier-synchronised
+//!   process split across the sides runs at its slow threads' pace. Against today's capacity-aware
+//!   kernel that lost far more often than it won: on the 219 machine-and-workload pairs of the
+//!   user files (`tests/user_files`), placing processes whole whenever two or more competed and
+//!   one fitted the fast cores (as an earlier version did, in a part run by `numa-amp`, with
+//!   further conditions each found on a loss:
+//!   no process wider than a side, more busy cores than fast ones, no process blocked most of the
+//!   time) left 82 pairs below the promise; AMPS's balance of their threads left 51 (among the
+//!   losses this removes: request services held whole on fast cores they left idle, a memory-heavy
+//!   barrier job held whole on the slow side and finishing last). AMPS's balance keeps every
+//!   thread of a barrier job at the same pace by capacity (AMPS section 4.2, OpenMP), and its
+//!   idle cores pull the threads that lag. On Ding's own PARSEC-like mix it gives 1.051x the baseline against
+//!   `numa-amp`'s 1.040x (`reproduce matrix`). The same measurement on one-speed NUMA machines
+//!   (below) had already kept whole processes off those.
+//! - **Threads by AMPS, ranked by benefit**: every thread gets AMPS's scaled-load balance,
+//!   faster-core-first and its NUMA migration rule. On top, the fast cores go to the
+//!   single-threaded programs that gain most from them (a thread of a multi-threaded process
+//!   waits for its siblings, so its own gain is not its process's) ([`benefit`]: HASS's signature
 //!   estimate when a signature is known, the same model fed by online counters otherwise), by swaps
 //!   that keep AMPS's balance, with a margin and a dwell time against the IPC-driven algorithm's
 //!   thrashing, and across nodes only where AMPS's overhead prediction allows. Busy programs that
@@ -53,10 +55,10 @@
 //!   into domains while nothing competed for one, leaving their pages behind); left to the backend
 //!   (or the FPU part), 11 did, all on machines with shared FPUs, worst 0.92x.
 //!
-//! Each part is the paper's policy itself ([`Amps`], [`NumaAmp`], [`Bulldover`], [`DataSharing`]),
+//! Each part is the paper's policy itself ([`Amps`], [`Bulldover`], [`DataSharing`]),
 //! run on a view in which the threads of the other parts have exited (it sees their load on the
-//! cores, not the threads). A thread that changes part (its process gains a second thread, a hint
-//! arrives) leaves the old part as if it had exited and enters the new one as if it had started.
+//! cores, not the threads). A thread that changes part (its application names a data fragment or
+//! stops naming one) leaves the old part as if it had exited and enters the new one as if it had started.
 //! Every part keeps its own period. The parts degrade as their signals do: without counters the
 //! benefit swaps and the FPU part see no difference between threads and place nothing extra
 //! ([`Policy::needs`] lists every signal the parts use).
@@ -73,11 +75,10 @@ use crate::observe::{ThreadObs, ThreadState, View};
 use crate::policies::amps::{Amps, AmpsConfig, NumaMode, AMPS_BALANCE_PERIOD_NS};
 use crate::policies::bulldover::{Bulldover, BulldoverConfig, BULLDOVER_PERIOD_NS};
 use crate::policies::data_sharing::{DataSharing, DS_BALANCE_PERIOD_NS};
-use crate::policies::numa_amp::{fast_side, NumaAmp, NumaAmpConfig, PROFILE_PERIOD_NS};
 use crate::policy::{Hint, PageMove, Placement, Policy, Signal};
 use crate::topology::Topology;
 use benefit::Benefit;
-use counts::{Activity, Duties, ProcessCounts, WindowEnds};
+use counts::{Activity, ProcessCounts, WindowEnds};
 use solo::Solo;
 
 /// The policy's name, as users pass it and as the registry lists it.
@@ -88,19 +89,12 @@ pub const NAME: &str = "hetsched";
 pub enum Part {
     Backend,
     Amps,
-    Processes,
     Fpu,
     Fragments,
 }
 
 impl Part {
-    const ALL: [Part; 5] = [
-        Part::Backend,
-        Part::Amps,
-        Part::Processes,
-        Part::Fpu,
-        Part::Fragments,
-    ];
+    const ALL: [Part; 4] = [Part::Backend, Part::Amps, Part::Fpu, Part::Fragments];
 
     fn index(self) -> usize {
         self as usize
@@ -110,7 +104,6 @@ impl Part {
         match self {
             Part::Backend => "backend",
             Part::Amps => super::amps::NAME,
-            Part::Processes => "processes",
             Part::Fpu => "fpu",
             Part::Fragments => "fragments",
         }
@@ -138,74 +131,18 @@ impl Shape {
     }
 }
 
-/// How the multi-threaded processes compete: what decides whether they are placed whole.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Competition {
-    /// Live processes with two competing threads or more.
-    pub grouped_apps: u32,
-    /// Some such process fits whole in the fast cores' share of their threads
-    /// ([`crate::policies::numa_amp::metrics::fast_budget`]).
-    pub one_fits_fast: bool,
-    /// No such process has more competing threads than the larger side (the fast cores or the
-    /// others) has cores.
-    pub each_fits_a_side: bool,
-    /// The threads keep more cores busy than there are fast cores.
-    pub busy_beyond_fast: bool,
-}
-
-/// The part for a live thread: `app_threads` live threads in its process (module doc's table).
-/// Processes are placed whole only on an asymmetric machine (module doc: on a one-speed machine
-/// there is no fast side to give), and only when one of them can be whole on the
-/// fast cores: when none can, there is no choice of processes to make, and AMPS's balance of their
-/// threads by capacity keeps every thread at the same pace where a whole-process placement would
-/// split one across the sides anyway. Nor when a process has more competing threads than either
-/// side has cores: whole on one side it would time-share every core there among its own threads,
-/// the other side left to the rest, and the sides' loads then differ by as much as the processes'
-/// widths do (three barrier jobs of 61-72 threads beside a 3-thread service on 19 fast and 18 slow
-/// cores: 0.92x `linux-default` placed whole, 1.03x balanced). Nor when the threads keep no more
-/// cores busy than there are fast cores: every thread can have one when it runs, and there is
-/// nothing to choose (two request services of 9 and 19 threads keeping about 8 of 22 fast cores
-/// busy: 0.84x placed whole, one held to the slow cores while fast cores idled; 1.00x balanced).
-/// Nor for an `intermittent` process, whose threads are blocked most of the time: whole on the fast
-/// cores it leaves them idle (a 4-thread request service beside a 3-thread one and a batch program
-/// on 4 big and 4 little cores: 0.875x placed whole, 0.971x balanced).
-pub fn part_for(
-    shape: Shape,
-    t: &ThreadObs,
-    app_threads: u32,
-    intermittent: bool,
-    c: Competition,
-) -> Part {
-    part_by(
-        shape,
-        t.data_fragment.is_some(),
-        app_threads,
-        intermittent,
-        c,
-    )
+/// The part for a live thread (module doc's table): a thread whose application names its data
+/// fragment is the fragments part's; any other thread is AMPS's on an asymmetric machine, the FPU
+/// part's on a one-speed machine with shared FPUs, and the backend's otherwise.
+pub fn part_for(shape: Shape, t: &ThreadObs) -> Part {
+    part_by(shape, t.data_fragment.is_some())
 }
 
 /// [`part_for`] from what it reads of the thread: whether its application names its data
 /// fragment.
-fn part_by(
-    shape: Shape,
-    has_fragment: bool,
-    app_threads: u32,
-    intermittent: bool,
-    c: Competition,
-) -> Part {
+fn part_by(shape: Shape, has_fragment: bool) -> Part {
     if has_fragment {
-        return Part::Fragments;
-    }
-    let whole_process = shape.asymmetric
-        && app_threads >= 2
-        && !intermittent
-        && c.grouped_apps >= 2
-        && c.one_fits_fast
-        && c.each_fits_a_side
-        && c.busy_beyond_fast;
-    if whole_process {
-        Part::Processes
+        Part::Fragments
     } else if shape.asymmetric {
         Part::Amps
     } else if shape.shared_fpu {
@@ -216,32 +153,22 @@ fn part_by(
 }
 
 /// How long after its CPU time last grew a blocked thread still counts as part of its process's
-/// work (ours: twice the 1 s sampling period of BulldOver and Ding, so a thread that waits at a
+/// work (ours: twice the 1 s sampling period of BulldOver and Ding et al., so a thread that waits at a
 /// barrier or for I/O between two samples keeps counting).
 pub const ACTIVE_WINDOW_NS: u64 = 2_000_000_000;
-
-/// Over how long the cores' worth of CPU time the threads use is smoothed (ours: the order of
-/// Linux's utilization tracking, whose PELT half-life is 32 ms, and of the benefit period).
-pub const DEMAND_WINDOW_NS: u64 = 100_000_000;
-
-/// How far under the fast cores the busy cores must fall before processes stop being placed whole
-/// (ours: a tenth, over the few percent a steady demand's smoothed figure moves, like the benefit
-/// swaps' margin).
-pub const BUSY_BAND: f64 = 0.1;
 
 /// Settings.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct HetschedConfig {
     /// AMPS's running-thread migration policy; `None`: the paper's default for the machine.
     pub numa: Option<NumaMode>,
-    /// Sampling period of the counter-driven parts (processes, FPU); `None`: the papers' 1 s.
+    /// Sampling period of the FPU part; `None`: BulldOver's 1 s.
     pub interval_ns: Option<u64>,
 }
 
 /// The `hetsched` policy.
 pub struct Hetsched {
     amps: Amps,
-    processes: NumaAmp,
     fpu: Bulldover,
     fragments: DataSharing,
     benefit: Benefit,
@@ -253,10 +180,10 @@ pub struct Hetsched {
     /// Per thread: its part while it lives.
     part: Vec<Option<Part>>,
     /// Live threads per part.
-    count: [usize; 5],
+    count: [usize; 4],
     /// When each part is next due.
-    due: [u64; 5],
-    periods: [u64; 5],
+    due: [u64; 4],
+    periods: [u64; 4],
     /// The view a part sees: the other parts' threads marked exited.
     masked: Vec<ThreadObs>,
     /// Per thread: when it last used CPU.
@@ -276,24 +203,15 @@ pub struct Hetsched {
     log_bits: Vec<u64>,
     /// When `counts` was last counted in full.
     counted_at: Option<u64>,
-    /// Cores' worth of CPU time the threads used, smoothed over [`DEMAND_WINDOW_NS`]; `None`
-    /// before two counts.
-    busy_cores: Option<f64>,
-    /// Which multi-threaded processes' threads mostly sleep.
-    duties: Duties,
-    /// What the last decision said of it against the fast cores ([`BUSY_BAND`]).
-    busy_beyond_fast: bool,
-    /// What the last [`Hetsched::reassign`] decided the parts on: the counts and how the
-    /// processes competed. While they, the threads' processes, fragments and exits, and the parts
-    /// themselves stay as they were, every thread is in the part it would be given again.
-    assigned_on: Option<(ProcessCounts, Competition)>,
+    /// A [`Hetsched::reassign`] gave every thread its part. While the threads' fragments and
+    /// exits, and the parts themselves, stay as they were, every thread is in the part it would
+    /// be given again.
+    assigned: bool,
     /// A thread's process, fragment or exit changed since the last reassignment (seen by a full
     /// count).
     inputs_changed: bool,
     /// A thread changed part since the last reassignment.
     parts_touched: bool,
-    /// Cores `numa-amp` calls fast ([`fast_side`]), and the others (learnt with the machine).
-    sides: Option<(usize, usize)>,
     /// Pages that follow a swapped thread to its new node.
     page_moves: Vec<PageMove>,
     notice: Option<String>,
@@ -302,26 +220,11 @@ pub struct Hetsched {
 impl Hetsched {
     pub fn new(cfg: HetschedConfig) -> Self {
         let slow_period = cfg.interval_ns;
-        // The processes part is served at its profile period: a process reaches it only once it
-        // has two competing threads, after the `amps` part placed its first ones, so there is no
-        // arrival to serve between profiles (and an idle fast core still calls it at once).
-        let processes_period = slow_period.unwrap_or(PROFILE_PERIOD_NS);
-        // The processes part leaves the fast cores' share that no whole process fits to the
-        // other parts: single-threaded processes (the `amps` part) use it, and when no process
-        // fits whole at all the processes go to the `amps` part themselves (`part_for`). Split
-        // there as well, a process took fast cores the `amps` part had filled (Ding's PARSEC-like
-        // mix: 1.016 against 1.032 unsplit).
-        let processes = NumaAmp::new(NumaAmpConfig {
-            period_ns: processes_period,
-            split_leftover: false,
-            ..Default::default()
-        });
         Hetsched {
             amps: Amps::new(AmpsConfig {
                 numa: cfg.numa,
                 ..Default::default()
             }),
-            processes,
             fpu: Bulldover::new(BulldoverConfig {
                 period_ns: slow_period.unwrap_or(BULLDOVER_PERIOD_NS),
                 ..Default::default()
@@ -332,12 +235,11 @@ impl Hetsched {
             faster_cores: None,
             shape: None,
             part: Vec::new(),
-            count: [0; 5],
-            due: [0; 5],
+            count: [0; 4],
+            due: [0; 4],
             periods: [
                 u64::MAX,
                 AMPS_BALANCE_PERIOD_NS,
-                processes_period,
                 slow_period.unwrap_or(BULLDOVER_PERIOD_NS),
                 DS_BALANCE_PERIOD_NS,
             ],
@@ -350,13 +252,9 @@ impl Hetsched {
             log_order: Vec::new(),
             log_bits: Vec::new(),
             counted_at: None,
-            busy_cores: None,
-            duties: Duties::default(),
-            busy_beyond_fast: true,
-            assigned_on: None,
+            assigned: false,
             inputs_changed: false,
             parts_touched: false,
-            sides: None,
             page_moves: Vec::new(),
             notice: None,
         }
@@ -375,27 +273,6 @@ impl Hetsched {
     /// The benefit estimate of a thread (a fast core's speedup over a slow one), once measured.
     pub fn benefit_of(&self, t: ThreadId) -> Option<f64> {
         self.benefit.estimate(t)
-    }
-
-    /// How the multi-threaded processes compete now (after [`Hetsched::process_counts`]).
-    fn competition(&mut self, topo: &Topology) -> Competition {
-        let (fast, slow) = *self.sides.get_or_insert_with(|| {
-            let fast = fast_side(topo).len();
-            (fast, topo.num_cores() - fast)
-        });
-        // Unmeasured, the demand counts as beyond the fast cores (nothing is decided on it). Once
-        // beyond, it must fall below the band under the fast cores to count as within them again,
-        // so a demand that hovers at the fast cores does not move whole processes back and forth.
-        let beyond = match self.busy_cores {
-            None => true,
-            Some(b) if self.busy_beyond_fast => b > fast as f64 * (1.0 - BUSY_BAND),
-            Some(b) => b > fast as f64,
-        };
-        self.busy_beyond_fast = beyond;
-        Competition {
-            busy_beyond_fast: beyond,
-            ..self.counts.competition(fast, slow, &self.duties)
-        }
     }
 
     fn learn(&mut self, topo: &Topology) -> Shape {
@@ -423,7 +300,6 @@ impl Hetsched {
     ) -> Option<R> {
         let Hetsched {
             amps,
-            processes,
             fpu,
             fragments,
             masked,
@@ -439,7 +315,6 @@ impl Hetsched {
         let policy: &mut dyn Policy = match which {
             Part::Backend => return None,
             Part::Amps => amps,
-            Part::Processes => processes,
             Part::Fpu => fpu,
             Part::Fragments => fragments,
         };
@@ -450,9 +325,8 @@ impl Hetsched {
         if masked.len() > view.threads.len() {
             masked.truncate(view.threads.len());
         }
-        // A thread of another part shows as exited, with its CPU, counters and residency current
-        // (numa-amp counts an exited thread's pages where its process's pages are); no part reads
-        // an exited thread's CPU sets, so those are not copied again.
+        // A thread of another part shows as exited, with its CPU, counters and residency current;
+        // no part reads an exited thread's CPU sets, so those are not copied again.
         for (i, t) in view.threads.iter().enumerate() {
             let mine = part.get(i).copied().flatten() == Some(which);
             if i >= masked.len() {
@@ -495,7 +369,6 @@ impl Hetsched {
                 self.benefit.forget(t);
                 self.solo.release(t);
             }
-            Part::Processes => self.processes.on_thread_exit(view, t),
             Part::Fpu => self.fpu.on_thread_exit(view, t),
             Part::Fragments => self.fragments.on_thread_exit(view, t),
         }
@@ -523,7 +396,6 @@ impl Hetsched {
                     .close(&self.solo.closed(view), self.solo.holders());
                 self.amps.on_thread_start(view, t)
             }
-            Part::Processes => self.processes.on_thread_start(view, t),
             Part::Fpu => self.fpu.on_thread_start(view, t),
             Part::Fragments => self.fragments.on_thread_start(view, t),
         }
@@ -547,6 +419,13 @@ impl Hetsched {
         let given = self
             .faster_cores
             .get_or_insert_with(|| solo::faster_cores(topo));
+        // Every competing single-threaded program is the AMPS part's here: none, or more of them
+        // than cores to give, and none holds one (below), with no pass over the threads.
+        let single = self.counts.single as usize;
+        if single == 0 || single > given.len() {
+            self.solo.release_all();
+            return;
+        }
         // The AMPS part's competing single-threaded programs, those that gain most first.
         let mut singles: Vec<(f64, ThreadId)> = Vec::new();
         for (i, a) in self.activity.iter().enumerate().take(view.threads.len()) {
@@ -577,28 +456,16 @@ impl Hetsched {
         let shape = self.learn(view.topology);
         // Inside a balance the view's log dates from the previous balance.
         self.process_counts(view, self.balances - 1);
-        let competition = self.competition(view.topology);
         if self.part.len() < view.threads.len() {
             self.part.resize(view.threads.len(), None);
         }
-        let unchanged = !self.inputs_changed
-            && !self.parts_touched
-            && self
-                .assigned_on
-                .as_ref()
-                .is_some_and(|(counts, c)| *c == competition && counts.same_as(&self.counts));
+        let unchanged = !self.inputs_changed && !self.parts_touched && self.assigned;
         self.inputs_changed = false;
         if unchanged {
             // Every thread is in the part the loop below would give it.
             return;
         }
-        match &mut self.assigned_on {
-            Some((counts, c)) => {
-                counts.clone_from(&self.counts);
-                *c = competition;
-            }
-            None => self.assigned_on = Some((self.counts.clone(), competition)),
-        }
+        self.assigned = true;
         // What the count just recorded of each thread decides its part; a thread's observation
         // is read again only if its part changes.
         for i in 0..view.threads.len() {
@@ -610,13 +477,7 @@ impl Hetsched {
                 }
                 continue;
             }
-            let want = part_by(
-                shape,
-                a.has_fragment,
-                self.counts.get(a.app).max(1),
-                self.duties.is_intermittent(a.app),
-                competition,
-            );
+            let want = part_by(shape, a.has_fragment);
             let had = self.part[i];
             if had == Some(want) {
                 continue;
@@ -645,7 +506,6 @@ impl Policy for Hetsched {
             Signal::Ipc,
             Signal::LlcMisses,
             Signal::FpBusy,
-            Signal::LlcTraffic,
             Signal::NodeAccesses,
             Signal::NodeResidency,
             Signal::Signatures,
@@ -719,13 +579,11 @@ impl Policy for Hetsched {
         }
         self.benefit.start(thread);
         self.count_start(view, thread);
-        let competition = self.competition(view.topology);
         let t = view.thread(thread);
-        let n = self.counts.get(t.app).max(1);
         if self.part_of(thread).is_some() {
             self.release(view, thread);
         }
-        let p = part_for(shape, t, n, self.duties.is_intermittent(t.app), competition);
+        let p = part_for(shape, t);
         self.enter(view, thread, p)
             .filter(|set| *set != t.user_allowed)
     }
@@ -735,10 +593,8 @@ impl Policy for Hetsched {
     }
 
     fn on_core_idle(&mut self, view: &View<'_>, core: CoreId, out: &mut Vec<Placement>) {
-        for p in [Part::Amps, Part::Processes] {
-            if self.count[p.index()] > 0 {
-                self.with_part(view, p, |pol, v| pol.on_core_idle(v, core, out));
-            }
+        if self.count[Part::Amps.index()] > 0 {
+            self.with_part(view, Part::Amps, |pol, v| pol.on_core_idle(v, core, out));
         }
     }
 
@@ -763,8 +619,8 @@ impl Policy for Hetsched {
         }
     }
 
-    /// The AMPS part's threads: the other parts restrict threads by design (whole processes to
-    /// one side, a data fragment's threads in succession on one CPU, FPU groups).
+    /// The AMPS part's threads: the other parts restrict threads by design (a data fragment's
+    /// threads in succession on one CPU, FPU groups).
     fn conserves_work_for(&self, view: &View<'_>, thread: ThreadId, core: CoreId) -> bool {
         self.part_of(thread) == Some(Part::Amps)
             && self.solo.core_of(thread).is_none()
@@ -773,7 +629,6 @@ impl Policy for Hetsched {
     }
 
     fn take_page_moves(&mut self, out: &mut Vec<PageMove>) {
-        self.processes.take_page_moves(out);
         out.append(&mut self.page_moves);
     }
 

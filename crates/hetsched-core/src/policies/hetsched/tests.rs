@@ -1,7 +1,7 @@
 //! Each signal `hetsched` decides on, on a crafted case: which part takes a thread, the benefit
 //! estimate and its swaps (LLC misses, signatures, hysteresis, no counters), pages that follow a
-//! lone thread across nodes (node residency), FPU spreading (FPU busy cycles), whole processes
-//! (Ding's part) and data fragments (hints).
+//! lone thread across nodes (node residency), FPU spreading (FPU busy cycles), multi-threaded
+//! processes balanced by AMPS, not placed whole, and data fragments (hints).
 
 use super::benefit::{counter_benefit, BENEFIT_PERIOD_NS, MIN_DWELL_NS, SWAP_MARGIN};
 use super::*;
@@ -161,45 +161,16 @@ fn each_thread_goes_to_the_part_its_situation_calls_for() {
     let t = ThreadObs::new(ThreadId(0), AppId(0), CpuSet::all(8), 1);
     let mut hinted = t.clone();
     hinted.data_fragment = Some(7);
-    let c = |grouped_apps: u32, one_fits_fast: bool| Competition {
-        grouped_apps,
-        one_fits_fast,
-        each_fits_a_side: true,
-        busy_beyond_fast: true,
-    };
-    assert_eq!(
-        part_for(amp, &hinted, 4, false, c(2, true)),
-        Part::Fragments
-    );
-    assert_eq!(
-        part_for(smp, &hinted, 1, false, c(0, false)),
-        Part::Fragments
-    );
-    // Two multi-threaded processes on an asymmetric machine, one of which fits whole on the fast
-    // cores: Ding's whole processes.
-    assert_eq!(part_for(amp, &t, 4, false, c(2, true)), Part::Processes);
-    // ... but not a process whose threads are blocked most of the time.
-    assert_eq!(part_for(amp, &t, 4, true, c(2, true)), Part::Amps);
-    assert_eq!(part_for(amp, &hinted, 4, true, c(2, true)), Part::Fragments);
-    // None fits: no choice of processes to make; AMPS balances their threads.
-    assert_eq!(part_for(amp, &t, 4, false, c(2, false)), Part::Amps);
-    // One fits, but another is wider than either side: AMPS balances them.
-    let too_wide = Competition {
-        each_fits_a_side: false,
-        ..c(2, true)
-    };
-    assert_eq!(part_for(amp, &t, 4, false, too_wide), Part::Amps);
-    // One multi-threaded process: AMPS's capacity-proportional balance, faster-core-first.
-    assert_eq!(part_for(amp, &t, 4, false, c(1, false)), Part::Amps);
-    // A single-threaded process: AMPS with benefit swaps.
-    assert_eq!(part_for(amp, &t, 1, false, c(2, true)), Part::Amps);
+    assert_eq!(part_for(amp, &hinted), Part::Fragments);
+    assert_eq!(part_for(smp, &hinted), Part::Fragments);
+    // Any other thread on an asymmetric machine, of a single- or a multi-threaded process: AMPS
+    // (no process is placed whole; module doc).
+    assert_eq!(part_for(amp, &t), Part::Amps);
     // One speed, shared FPUs: BulldOver, threads of multi-threaded processes too.
     assert!(!bulldozer.asymmetric && bulldozer.shared_fpu);
-    assert_eq!(part_for(bulldozer, &t, 1, false, c(0, false)), Part::Fpu);
-    assert_eq!(part_for(bulldozer, &t, 4, false, c(1, false)), Part::Fpu);
+    assert_eq!(part_for(bulldozer, &t), Part::Fpu);
     // One speed, one node, no shared FPU: nothing to add to the backend.
-    assert_eq!(part_for(smp, &t, 1, false, c(0, false)), Part::Backend);
-    assert_eq!(part_for(smp, &t, 8, false, c(2, false)), Part::Backend);
+    assert_eq!(part_for(smp, &t), Part::Backend);
 }
 
 #[test]
@@ -468,34 +439,37 @@ fn fpu_busy_cycles_spread_fp_threads_one_per_module() {
     assert!(fps.iter().all(|&t| s.threads[t.index()].allowed.len() == 1));
 }
 
-/// Two multi-threaded processes on Ding's machine: each whole on one side; the compute-bound one
-/// on the fast cores once measured.
+/// Two multi-threaded processes on Ding's machine (4 fast and 12 slow cores), one memory-bound
+/// and one compute-bound, threads started in turn: AMPS places them, none whole on one side; every
+/// fast core runs one thread (faster-core-first) and no core two, and a process that gains threads
+/// stays with AMPS.
 #[test]
-fn multi_threaded_processes_run_whole_on_one_side() {
+fn multi_threaded_processes_are_balanced_by_amps_not_placed_whole() {
     let mut s = Bench::new("ding-4f12s");
     let mut p = policy();
-    let mem: Vec<ThreadId> = (0..4).map(|i| s.start(&mut p, 0, i, MEMORY)).collect();
-    let cpu: Vec<ThreadId> = (0..4).map(|i| s.start(&mut p, 1, 4 + i, COMPUTE)).collect();
+    let mut threads = Vec::new();
+    for i in 0..4 {
+        threads.push(s.start(&mut p, 0, 4 + i, MEMORY));
+        threads.push(s.start(&mut p, 1, 8 + i, COMPUTE));
+    }
     for _ in 0..30 {
         s.period(&mut p);
     }
-    assert!(mem
-        .iter()
-        .chain(&cpu)
-        .all(|&t| p.part_of(t) == Some(Part::Processes)));
+    threads.push(s.start(&mut p, 1, 12, COMPUTE));
+    s.period(&mut p);
+    assert!(threads.iter().all(|&t| p.part_of(t) == Some(Part::Amps)));
     let fast = s.topo.class_cores(s.topo.classes_by_speed()[0]);
-    for &t in &cpu {
-        assert!(
-            s.threads[t.index()].allowed.is_subset(&fast),
-            "compute side"
-        );
+    let mut on = vec![0; s.topo.num_cores()];
+    for &t in &threads {
+        let allowed = &s.threads[t.index()].allowed;
+        assert_eq!(allowed.len(), 1, "pinned");
+        on[allowed.iter().next().unwrap().index()] += 1;
     }
-    for &t in &mem {
-        assert!(
-            !s.threads[t.index()].allowed.intersects(&fast),
-            "memory side"
-        );
-    }
+    assert!(on.iter().all(|&n| n <= 1), "one thread a core: {on:?}");
+    assert!(
+        fast.iter().all(|c| on[c.index()] == 1),
+        "fast cores used: {on:?}"
+    );
 }
 
 /// Threads that name one data fragment share a CPU (Pinter); a thread that stops naming one
@@ -539,31 +513,6 @@ fn data_fragment_hints_group_threads_on_one_cpu() {
     assert_eq!(s.threads[ids[3].index()].allowed, s.topo.all_cores());
 }
 
-/// A process that gains more threads stays with AMPS while it is the only multi-threaded one;
-/// once a second multi-threaded process exists (and the two keep more cores busy than the 4 fast
-/// ones), both run whole.
-#[test]
-fn a_thread_changes_part_when_its_process_does() {
-    let mut s = Bench::new("ding-4f12s");
-    let mut p = policy();
-    let a = s.start(&mut p, 0, 4, COMPUTE);
-    assert_eq!(p.part_of(a), Some(Part::Amps));
-    for cpu in 5..8 {
-        s.start(&mut p, 0, cpu, COMPUTE);
-    }
-    s.period(&mut p);
-    assert_eq!(p.part_of(a), Some(Part::Amps), "one multi-threaded process");
-    let c = s.start(&mut p, 1, 8, COMPUTE);
-    s.start(&mut p, 1, 9, COMPUTE);
-    s.period(&mut p);
-    assert_eq!(p.part_of(a), Some(Part::Processes));
-    assert_eq!(p.part_of(c), Some(Part::Processes));
-    s.threads[c.index()].state = ThreadState::Exited;
-    s.period(&mut p);
-    assert_eq!(p.part_of(c), None, "an exited thread has no part");
-    assert_eq!(p.part_of(a), Some(Part::Amps));
-}
-
 /// Threads that start between two balances are added to the last count in full, which matches
 /// a count in full at that instant; a start a balance period later counts in full again (an
 /// exited thread leaves the count).
@@ -592,8 +541,8 @@ fn starts_between_balances_add_to_the_last_count() {
     );
 }
 
-/// A balance that finds the counts, the competition, the threads' processes, fragments and exits
-/// and the parts as the last one left them places nothing; a change in any of them is acted on
+/// A balance that finds the threads' fragments and exits and the parts as the last one left them
+/// places nothing; a change in any of them is acted on
 /// at the next balance, including a fragment named without a hint.
 #[test]
 fn an_unchanged_system_is_not_reassigned_and_a_change_is() {
@@ -611,12 +560,6 @@ fn an_unchanged_system_is_not_reassigned_and_a_change_is() {
     s.period(&mut p);
     assert_eq!(p.part_of(a), Some(Part::Fragments));
     assert_eq!(p.part_of(b), Some(Part::Amps));
-    // b's process gains a second thread, and a second process has two: both go whole.
-    s.start(&mut p, 1, 6, COMPUTE);
-    s.start(&mut p, 2, 7, COMPUTE);
-    s.start(&mut p, 2, 8, COMPUTE);
-    s.period(&mut p);
-    assert_eq!(p.part_of(b), Some(Part::Processes));
     s.threads[b.index()].state = ThreadState::Exited;
     s.period(&mut p);
     assert_eq!(p.part_of(b), None);
@@ -686,26 +629,6 @@ fn all_programs_hold_a_core_or_none_does() {
     assert!(wide.iter().all(|&t| p.part_of(t) == Some(Part::Amps)));
 }
 
-/// Two 3-thread processes on 4 fast + 12 slow cores: busy, they keep 6 cores busy, more than the
-/// fast cores, and run whole (Ding); sleeping 80% of the time they keep 1.2 busy, every thread
-/// can have a fast core when it runs, and AMPS places them (whole, one process would have taken
-/// the fast cores and left the other's requests to the slow ones).
-#[test]
-fn processes_run_whole_only_while_they_keep_more_cores_busy_than_the_fast_ones() {
-    for (sleep, want) in [(0.0, Part::Processes), (0.8, Part::Amps)] {
-        let mut s = Bench::new("ding-4f12s");
-        let mut p = policy();
-        let b = Behaviour { sleep, ..COMPUTE };
-        let threads: Vec<ThreadId> = (0..6).map(|i| s.start(&mut p, i / 3, 4 + i, b)).collect();
-        for _ in 0..5 {
-            s.period(&mut p);
-        }
-        for &t in &threads {
-            assert_eq!(p.part_of(t), Some(want), "sleeping {sleep}");
-        }
-    }
-}
-
 /// Four busy 3-thread processes on one-speed machines of 2 nodes of 8 cores: no process is placed
 /// whole (there is no fast side; per node, whole placement lost to the kernel's balance), so the
 /// threads go to the backend, or with shared FPUs to the FPU part.
@@ -732,32 +655,4 @@ fn on_one_speed_numa_machines_processes_are_not_placed_whole() {
             assert_eq!(p.part_of(t), Some(want), "FPU modules {fpu_modules}");
         }
     }
-}
-
-/// Once whole, processes stay whole while their busy cores stay within [`BUSY_BAND`] under the
-/// fast cores, and go to AMPS below it: a demand that hovers at the fast cores does not move them
-/// back and forth.
-#[test]
-fn busy_cores_just_under_the_fast_ones_keep_processes_whole() {
-    let mut s = Bench::new("ding-4f12s");
-    let mut p = policy();
-    let threads: Vec<ThreadId> = (0..6)
-        .map(|i| s.start(&mut p, i / 3, 4 + i, COMPUTE))
-        .collect();
-    let run = |s: &mut Bench, p: &mut Hetsched, busy: f64| {
-        for b in &mut s.behaviour {
-            b.sleep = 1.0 - busy / 6.0;
-        }
-        for _ in 0..3 {
-            s.period(p);
-        }
-        p.part_of(threads[0])
-    };
-    assert_eq!(run(&mut s, &mut p, 6.0), Some(Part::Processes));
-    // 3.8 busy cores: under the 4 fast ones, within the band.
-    assert_eq!(run(&mut s, &mut p, 3.8), Some(Part::Processes));
-    // 3.0: below the band.
-    assert_eq!(run(&mut s, &mut p, 3.0), Some(Part::Amps));
-    // Back to 3.8: not beyond the fast cores, so not whole again.
-    assert_eq!(run(&mut s, &mut p, 3.8), Some(Part::Amps));
 }

@@ -111,10 +111,6 @@ pub struct NumaAmpConfig {
     /// Rank by these offline speedups (signature name → speedup) instead of the online factor:
     /// section 4.3's best static. Programs not listed rank last.
     pub static_speedups: Option<BTreeMap<String, f64>>,
-    /// Give what whole processes leave of the fast cores' share to the best-ranked process that
-    /// did not fit (ours; the paper leaves it). Off where other threads share the machine and can
-    /// use those cores (`hetsched`'s `amps` part).
-    pub split_leftover: bool,
 }
 
 impl Default for NumaAmpConfig {
@@ -124,7 +120,6 @@ impl Default for NumaAmpConfig {
             period_ns: PROFILE_PERIOD_NS,
             cvr_threshold: CVR_THRESHOLD,
             static_speedups: None,
-            split_leftover: true,
         }
     }
 }
@@ -423,7 +418,7 @@ impl NumaAmp {
         // on the slow ones, which is slower still: a barrier job of 8 threads on 4 fast + 4 slow
         // cores runs one thread a core split, two a slow core whole.
         let taken: usize = chosen_at.iter().map(|&i| sizes[i] as usize).sum();
-        let split: Option<(AppId, usize)> = if self.cfg.split_leftover && taken < budget {
+        let split: Option<(AppId, usize)> = if taken < budget {
             list.iter()
                 .enumerate()
                 .find(|(i, _)| !chosen_at.contains(i))
