@@ -177,3 +177,39 @@ fn the_balancer_moves_whole_groups_then_splits_when_it_must() {
     let late = s.start(&mut p, 0, Some(5));
     assert_eq!(p.cpu_of(late), Some(CoreId(0)));
 }
+
+/// Split at arrival (`hetsched`'s fragments part): eight threads of one DF on an idle 8-CPU
+/// machine each found a group of their own, one a CPU; the paper's policy puts all eight on one
+/// CPU. With every CPU already running two threads, groups of the DF hold three (the fair share of
+/// 16 + 1 runnable threads on 8 CPUs) before another is founded.
+#[test]
+fn groups_split_at_arrival_hold_a_fair_share_of_a_cpu() {
+    let mut paper = State::new("amps-smp");
+    let mut p = DataSharing::new();
+    let cpus: Vec<_> = (0..8).map(|_| paper.start(&mut p, 1, Some(7))).collect();
+    let on = |s: &State, ts: &[ThreadId]| {
+        let mut c: Vec<CoreId> = ts
+            .iter()
+            .map(|t| s.threads[t.index()].cpu.unwrap())
+            .collect();
+        c.sort();
+        c.dedup();
+        c.len()
+    };
+    assert_eq!(on(&paper, &cpus), 1, "the paper's groups");
+    let mut s = State::new("amps-smp");
+    let mut q = DataSharing::splitting_at_arrival();
+    let spread: Vec<_> = (0..8).map(|_| s.start(&mut q, 1, Some(7))).collect();
+    assert_eq!(on(&s, &spread), 8, "one group a CPU");
+    let mut s = State::new("amps-smp");
+    let mut q = DataSharing::splitting_at_arrival();
+    for i in 0..16 {
+        s.start(&mut q, 100 + i, None);
+        let c = CoreId(i / 2);
+        let t = s.threads.last_mut().unwrap();
+        t.cpu = Some(c);
+    }
+    let df: Vec<_> = (0..6).map(|_| s.start(&mut q, 1, Some(7))).collect();
+    let sizes: Vec<u32> = q.group_sizes(AppId(1), 7).iter().map(|g| g.1).collect();
+    assert_eq!(sizes, vec![3, 3], "{df:?}");
+}

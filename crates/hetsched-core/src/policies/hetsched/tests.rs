@@ -161,8 +161,11 @@ fn each_thread_goes_to_the_part_its_situation_calls_for() {
     let t = ThreadObs::new(ThreadId(0), AppId(0), CpuSet::all(8), 1);
     let mut hinted = t.clone();
     hinted.data_fragment = Some(7);
-    assert_eq!(part_for(amp, &hinted), Part::Fragments);
+    // A fragment on a one-speed machine: Pinter's groups; on an asymmetric one, AMPS (a group
+    // pinned to one CPU would hold its threads to that CPU's speed).
     assert_eq!(part_for(smp, &hinted), Part::Fragments);
+    assert_eq!(part_for(bulldozer, &hinted), Part::Fragments);
+    assert_eq!(part_for(amp, &hinted), Part::Amps);
     // Any other thread on an asymmetric machine, of a single- or a multi-threaded process: AMPS
     // (no process is placed whole; module doc).
     assert_eq!(part_for(amp, &t), Part::Amps);
@@ -513,6 +516,41 @@ fn data_fragment_hints_group_threads_on_one_cpu() {
     assert_eq!(s.threads[ids[3].index()].allowed, s.topo.all_cores());
 }
 
+/// On an asymmetric machine a barrier job's threads that all name one fragment, by hint or in the
+/// view alone, stay with AMPS, one a core, every fast core used: Pinter's group would have put
+/// them all on one CPU.
+#[test]
+fn one_fragment_on_an_asymmetric_machine_does_not_gather_its_threads() {
+    let mut s = Bench::new("amps-smp");
+    let mut p = policy();
+    let ids: Vec<ThreadId> = (0..8).map(|i| s.start(&mut p, 0, i, COMPUTE)).collect();
+    let mut out = Vec::new();
+    for &t in &ids[..4] {
+        s.threads[t.index()].data_fragment = Some(0);
+        let cores = s.cores();
+        let v = crate::policies::fixture::view(&s.topo, &s.threads, &cores, s.now);
+        let hint = Hint::DataFragment {
+            current: None,
+            next: Some(0),
+        };
+        p.on_hint(&v, t, &hint, &mut out);
+        s.apply(&out);
+        out.clear();
+    }
+    for &t in &ids[4..] {
+        s.threads[t.index()].data_fragment = Some(0);
+    }
+    for _ in 0..3 {
+        s.period(&mut p);
+    }
+    assert!(ids.iter().all(|&t| p.part_of(t) == Some(Part::Amps)));
+    let mut on = vec![0; s.topo.num_cores()];
+    for &t in &ids {
+        on[s.cpu(t).index()] += 1;
+    }
+    assert!(on.iter().all(|&n| n == 1), "one thread a core: {on:?}");
+}
+
 /// Threads that start between two balances are added to the last count in full, which matches
 /// a count in full at that instant; a start a balance period later counts in full again (an
 /// exited thread leaves the count).
@@ -555,10 +593,11 @@ fn an_unchanged_system_is_not_reassigned_and_a_change_is() {
     assert_eq!(p.part_of(a), Some(Part::Amps));
     s.period(&mut p);
     assert_eq!(p.part_of(a), Some(Part::Amps));
-    // The view alone says a's application names its fragment now.
+    // The view alone says a's application names its fragment now: on this asymmetric machine it
+    // stays with AMPS.
     s.threads[a.index()].data_fragment = Some(7);
     s.period(&mut p);
-    assert_eq!(p.part_of(a), Some(Part::Fragments));
+    assert_eq!(p.part_of(a), Some(Part::Amps));
     assert_eq!(p.part_of(b), Some(Part::Amps));
     s.threads[b.index()].state = ThreadState::Exited;
     s.period(&mut p);
