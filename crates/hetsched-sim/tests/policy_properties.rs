@@ -398,8 +398,8 @@ proptest! {
     /// Does not hold yet: 5 of 200 cases of the survey fall below, the worst at 0.845x
     /// `numa-amp` (an 11-thread request service beside a 65-thread barrier job on 11 + 13 + 7 +
     /// 11 cores of four speeds in 2 nodes: `numa-amp` places the service whole on the fast cores,
-    /// where its requests finish first; `hetsched` balances every thread by AMPS). The others lie at 0.919-0.969x, against
-    /// `numa-amp` or `hass`. Of cases 200-299, 6 fall below, the worst at 0.899x `numa-amp` (32
+    /// where its requests finish first; `hetsched` balances every thread by AMPS). The others lie
+    /// at 0.919-0.969x, against `numa-amp` or `hass`. Of cases 200-299, 6 fall below, the worst at 0.899x `numa-amp` (32
     /// memory-bound programs and a phase changer on four classes).
     #[test]
     #[ignore = "does not hold yet: worst ratio 0.845x, see the doc comment"]

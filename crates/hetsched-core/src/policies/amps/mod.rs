@@ -41,8 +41,9 @@
 //!    raise it always happen: every idle core pulls a thread waiting elsewhere that may run on it,
 //!    from the nearest core first and across nodes too, but only a thread no open idle core of
 //!    its own node may take (the kernel's idle balance looks within a node before it looks
-//!    across) and only unless section 2.4.2's overhead prediction calls the move costly (a thread pinned far from its memory for good loses more
-//!    than the wait; `always` skips the prediction), else a thread running alone on a slower core
+//!    across) and only unless section 2.4.2's overhead prediction calls the move costly (a
+//!    thread pinned far from its memory for good loses more than the wait; `always` skips the
+//!    prediction), else a thread running alone on a slower core
 //!    that the scaled load would move (faster-core-first): of the idle core's node first, of
 //!    another node only if it is its process's only thread (a thread with siblings would leave
 //!    their shared data; the periodic balance's node threshold decides for it) and the overhead

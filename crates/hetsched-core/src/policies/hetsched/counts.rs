@@ -21,8 +21,8 @@ use crate::prefetch::prefetch;
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
-/// Competing threads per process, in all, and how many processes have exactly one. Process ids are small
-/// dense integers in both backends (one counter per process), so the counts are a vector indexed
+/// Competing threads per process, in all, and how many processes have exactly one. Process ids are
+/// small dense integers in both backends (one counter per process), so the counts are a vector indexed
 /// by id; an id far beyond the number of threads goes to a map instead, so no id can make it
 /// large.
 #[derive(Clone, Debug, Default)]
@@ -414,8 +414,9 @@ mod tests {
 
     /// Counts from a log of changed threads equal counts of every thread at every balance: the
     /// counts and what they say changed. Threads run, block, use CPU, change process or fragment
-    /// and exit at random; time jumps past the competing window now and then; one balance in thirty makes no count, so the next log does not cover
-    /// the time since the last count and a count of every thread must be made.
+    /// and exit at random; time jumps past the competing window now and then; one balance in
+    /// thirty makes no count, so the next log does not cover the time since the last count and a
+    /// count of every thread must be made.
     #[test]
     fn a_count_from_the_log_equals_a_count_of_every_thread() {
         let topo = machine_preset("ding-4f12s").unwrap().unwrap();

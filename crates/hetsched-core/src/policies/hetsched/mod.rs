@@ -34,8 +34,8 @@
 //!   losses this removes: request services held whole on fast cores they left idle, a memory-heavy
 //!   barrier job held whole on the slow side and finishing last). AMPS's balance keeps every
 //!   thread of a barrier job at the same pace by capacity (AMPS section 4.2, OpenMP), and its
-//!   idle cores pull the threads that lag. On Ding's own PARSEC-like mix it gives 1.051x the baseline against
-//!   `numa-amp`'s 1.040x (`reproduce matrix`). The same measurement on one-speed NUMA machines
+//!   idle cores pull the threads that lag. On Ding's own PARSEC-like mix it gives 1.051x the
+//!   baseline against `numa-amp`'s 1.040x (`reproduce matrix`). The same measurement on one-speed NUMA machines
 //!   (below) had already kept whole processes off those.
 //! - **Threads by AMPS, ranked by benefit**: every thread gets AMPS's scaled-load balance,
 //!   faster-core-first and its NUMA migration rule. On top, the fast cores go to the
@@ -61,13 +61,13 @@
 //!   into domains while nothing competed for one, leaving their pages behind); left to the backend
 //!   (or the FPU part), 11 did, all on machines with shared FPUs, worst 0.92x.
 //!
-//! Each part is the paper's policy itself ([`Amps`], [`Bulldover`], [`DataSharing`]),
-//! run on a view in which the threads of the other parts have exited (it sees their load on the
-//! cores, not the threads). A thread that changes part (its application names a data fragment or
-//! stops naming one) leaves the old part as if it had exited and enters the new one as if it had started.
-//! Every part keeps its own period. The parts degrade as their signals do: without counters the
-//! benefit swaps and the FPU part see no difference between threads and place nothing extra
-//! ([`Policy::needs`] lists every signal the parts use).
+//! Each part is the paper's policy itself ([`Amps`], [`Bulldover`], [`DataSharing`]), run on a
+//! view in which the threads of the other parts have exited (it sees their load on the cores, not
+//! the threads). A thread that changes part (its application names a data fragment or stops
+//! naming one) leaves the old part as if it had exited and enters the new one as if it had
+//! started. Every part keeps its own period. The parts degrade as their signals do: without
+//! counters the benefit swaps and the FPU part see no difference between threads and place
+//! nothing extra ([`Policy::needs`] lists every signal the parts use).
 
 pub mod benefit;
 mod counts;
@@ -160,8 +160,8 @@ fn part_by(shape: Shape, has_fragment: bool) -> Part {
 }
 
 /// How long after its CPU time last grew a blocked thread still counts as part of its process's
-/// work (ours: twice the 1 s sampling period of BulldOver and Ding et al., so a thread that waits at a
-/// barrier or for I/O between two samples keeps counting).
+/// work (ours: twice the 1 s sampling period of BulldOver and Ding et al., so a thread that waits
+/// at a barrier or for I/O between two samples keeps counting).
 pub const ACTIVE_WINDOW_NS: u64 = 2_000_000_000;
 
 /// Settings.
@@ -616,8 +616,9 @@ impl Policy for Hetsched {
             // A signature lands in the thread's observation; the benefit estimate reads it there.
             return;
         };
-        let one_speed = !self.learn(view.topology).asymmetric;
-        if next.is_some() && one_speed && self.part_of(thread) != Some(Part::Fragments) {
+        let shape = self.learn(view.topology);
+        let fragments = part_by(shape, next.is_some()) == Part::Fragments;
+        if fragments && self.part_of(thread) != Some(Part::Fragments) {
             // The part's hint handling places it (its start decision would place it twice).
             self.release(view, thread);
             self.join(thread, Part::Fragments);
