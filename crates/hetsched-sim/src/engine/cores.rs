@@ -291,12 +291,15 @@ impl<'a> Simulation<'a> {
             }
             None => 0.0,
         };
-        // The miss curve is evaluated only when the share changed.
+        // The miss curve is evaluated only when the share changed, and then only at a share
+        // not met before.
         let mpki = if share == core.cur_share {
             core.cur_mpki
         } else {
-            curve.mpki(share)
+            let phase_index = self.threads[t].cur;
+            self.mpki_memo.mpki(phase_index, &curve, share)
         };
+        let core = &self.cores[c];
         let mut fpu_slow = 1.0;
         if phase.fp_fraction > 0.0 {
             let mates_fp: f64 = core

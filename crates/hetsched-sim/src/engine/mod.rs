@@ -50,7 +50,7 @@ use hetsched_core::{
     AppId, CoreId, CoreObs, CpuSet, IdVec, LlcId, PageMove, Placement, Policy, ThreadId, ThreadObs,
     ThreadState, Topology,
 };
-use state::{AppInstance, LlcState, PhaseInfo, SharedL2, SimCore, SimThread};
+use state::{AppInstance, LlcState, MpkiMemo, PhaseInfo, SharedL2, SimCore, SimThread};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Instant;
@@ -154,6 +154,8 @@ pub struct Simulation<'a> {
     /// Cores per bit of `allowed_summary`.
     summary_span: u32,
     llcs: IdVec<LlcId, LlcState>,
+    /// Miss-curve values already worked out, by phase and LLC share.
+    mpki_memo: MpkiMemo,
     /// Memory latency from each node's cores to each node, ns: the machine's unloaded latency plus
     /// the memory node's queueing delay.
     latency: Vec<Vec<f64>>,
@@ -257,6 +259,7 @@ impl<'a> Simulation<'a> {
             allowed_summary: IdVec::new(),
             summary_span: baseline::summary_span(n),
             llcs: state::build_llcs(topo),
+            mpki_memo: MpkiMemo::new(),
             base_latency: latency.clone(),
             latency,
             node_traffic: vec![0.0; bandwidth.len()],

@@ -331,3 +331,130 @@ fn ideal_ns_per_instr(phase: &Phase, best: &BestCore) -> f64 {
         best.latency_ns / phase.mlp,
     )
 }
+
+/// The miss curves' values at the LLC shares already asked for, by (phase, share): a curve is a
+/// pure function of the share, and on a machine of many cores the same few phases meet the same
+/// sums of working sets again and again, so most rate changes find their value here instead of
+/// evaluating the curve. Direct-mapped; an entry holds its whole key, so a value found is the
+/// value the curve gives, bit for bit.
+pub(crate) struct MpkiMemo {
+    entries: Vec<MemoEntry>,
+}
+
+#[derive(Clone, Copy)]
+struct MemoEntry {
+    share_bits: u64,
+    phase: u32,
+    mpki: f64,
+}
+
+/// Entries of the memo (a power of two): 96 KiB of 24-byte entries, within the second-level cache.
+const MEMO_ENTRIES: usize = 1 << 12;
+
+/// The entry of the memo a (phase, share) key goes to.
+#[inline]
+fn slot(phase: u32, share_bits: u64) -> usize {
+    let h = (share_bits ^ (phase as u64).rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> (64 - MEMO_ENTRIES.trailing_zeros())) as usize
+}
+
+impl MpkiMemo {
+    pub(crate) fn new() -> Self {
+        MpkiMemo {
+            entries: vec![
+                MemoEntry {
+                    share_bits: 0,
+                    phase: u32::MAX,
+                    mpki: 0.0,
+                };
+                MEMO_ENTRIES
+            ],
+        }
+    }
+
+    /// `curve` (the miss curve of phase `phase`) at `share` bytes of cache.
+    #[inline]
+    pub(crate) fn mpki(&mut self, phase: u32, curve: &PreparedCurve<'_>, share: f64) -> f64 {
+        let share_bits = share.to_bits();
+        let e = &mut self.entries[slot(phase, share_bits)];
+        if e.phase == phase && e.share_bits == share_bits {
+            return e.mpki;
+        }
+        let mpki = curve.mpki(share);
+        *e = MemoEntry {
+            share_bits,
+            phase,
+            mpki,
+        };
+        mpki
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{slot, MpkiMemo};
+    use crate::workload::MissCurve;
+    use hetsched_core::rng::SeededRng;
+
+    /// Whatever the order of asking, and with far more keys than entries (so that entries are
+    /// overwritten), the memo gives each curve's own value, bit for bit; and where two phases'
+    /// keys at one share go to the same entry, neither is given the other's value.
+    #[test]
+    fn the_memo_gives_each_curves_own_value() {
+        // Many phases, each its own curve.
+        let mut curves: Vec<MissCurve> = (0..256u32)
+            .map(|i| MissCurve::Knee {
+                mpki_max: 1.0 + f64::from(i),
+                mpki_min: 0.1 + f64::from(i) / 8.0,
+                ws_bytes: (512 << 10) << (i % 10),
+            })
+            .collect();
+        curves.push(MissCurve::Table {
+            mpki: vec![30.0, 20.0, 12.0, 5.0, 1.0],
+        });
+        let prepared: Vec<_> = curves.iter().map(MissCurve::prepared).collect();
+        let mut memo = MpkiMemo::new();
+        let mut rng = SeededRng::new(3);
+        let check = |memo: &mut MpkiMemo, phase: usize, share: f64| {
+            let got = memo.mpki(phase as u32, &prepared[phase], share);
+            assert_eq!(
+                got.to_bits(),
+                curves[phase].mpki(share).to_bits(),
+                "phase {phase}, share {share}"
+            );
+        };
+        // A few shares asked again and again, among many asked once.
+        let shares: Vec<f64> = (0..64).map(|i| f64::from(i + 1) * 131_072.0).collect();
+        for i in 0..200_000 {
+            let phase = rng.below(curves.len());
+            let share = if i % 3 == 0 {
+                shares[rng.below(shares.len())]
+            } else {
+                rng.unit() * f64::from(64u32 << 20)
+            };
+            check(&mut memo, phase, share);
+        }
+        // Two phases whose keys at one share go to the same entry: each gets its own value.
+        let share = 3.0 * f64::from(1u32 << 20);
+        let other = (1..u32::MAX)
+            .find(|&p| slot(p, share.to_bits()) == slot(0, share.to_bits()))
+            .expect("a colliding phase");
+        let knee = MissCurve::Knee {
+            mpki_max: 9.0,
+            mpki_min: 3.0,
+            ws_bytes: 8 << 20,
+        };
+        let (p0, p1) = (curves[0].prepared(), knee.prepared());
+        assert_ne!(p0.mpki(share), p1.mpki(share));
+        assert_eq!(memo.mpki(0, &p0, share), p0.mpki(share));
+        assert_eq!(memo.mpki(other, &p1, share), p1.mpki(share));
+        assert_eq!(memo.mpki(0, &p0, share), p0.mpki(share));
+        // Every phase at the same share in turn.
+        for _ in 0..2_000 {
+            let share = rng.unit() * f64::from(8u32 << 20);
+            for phase in 0..curves.len() {
+                check(&mut memo, phase, share);
+            }
+        }
+    }
+}
