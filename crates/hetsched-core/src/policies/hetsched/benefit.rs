@@ -36,6 +36,10 @@
 //! not gain less by the margin), so the benefit swaps keep their placement. Over a run every
 //! busy program receives about the same share of the machine, as under Linux's fair scheduler,
 //! and programs of equal length finish together.
+//!
+//! **Promotions across nodes** (ours): an idle faster core in another node takes a
+//! single-threaded program from a slower core, its pages following, where AMPS's overhead
+//! prediction keeps AMPS's own idle pull from moving it (`Benefit::promotions`).
 
 use crate::ids::{CoreId, ThreadId};
 use crate::observe::{Counters, ThreadObs, ThreadState, View};
@@ -68,6 +72,32 @@ pub const MIN_DWELL_NS: u64 = 3 * BENEFIT_PERIOD_NS;
 /// slower core whose estimate is `on_slower` (module doc): only past the margin.
 fn gains_more(on_slower: f64, on_faster: f64) -> bool {
     on_slower > on_faster * (1.0 + SWAP_MARGIN)
+}
+
+/// Thread `t`, its process's only one, moves from core `from` to core `to`: when that crosses
+/// nodes, its pages elsewhere follow it (Ding et al. section 3.3.2's sticky pages).
+fn follow_pages(
+    topo: &Topology,
+    t: &ThreadObs,
+    from: CoreId,
+    to: CoreId,
+    pages: &mut Vec<PageMove>,
+) {
+    let (a, b) = (topo.node_of(from), topo.node_of(to));
+    let elsewhere: u64 = t
+        .resident_bytes
+        .iter()
+        .enumerate()
+        .filter(|&(n, _)| n != b.index())
+        .map(|(_, &x)| x)
+        .sum();
+    if a != b && elsewhere > 0 {
+        pages.push(PageMove {
+            app: t.app,
+            to: b,
+            max_bytes: elsewhere,
+        });
+    }
 }
 
 /// How many of the best served threads a progress swap tries as partners for one thread (ours:
@@ -219,11 +249,16 @@ impl Benefit {
     /// AMPS's overhead prediction (`rss`, AMPS section 2.4.2), unless the thread is its process's
     /// only one (`alone`): then its pages follow it (Ding et al. section 3.3.2's sticky pages, a
     /// [`PageMove`] to its new node), and what would have made the move costly moves with it.
+    ///
+    /// Then a single-threaded program left on a slower core in another node than an idle faster
+    /// core moves there with its pages (`Benefit::promotions`).
+    #[allow(clippy::too_many_arguments)]
     pub fn swaps(
         &mut self,
         view: &View<'_>,
         owned: impl Fn(&ThreadObs) -> bool,
         alone: impl Fn(&ThreadObs) -> bool,
+        open_core: impl Fn(CoreId) -> bool,
         out: &mut Vec<Placement>,
         pages: &mut Vec<PageMove>,
     ) {
@@ -273,6 +308,97 @@ impl Benefit {
             self.swap_pairs(view, &alone, &on_fast, &slower, &mut swapped, out, pages);
         }
         self.progress_swaps(view, &alone, &candidates, &mut swapped, out, pages);
+        self.promotions(view, &alone, &open_core, &candidates, &swapped, out, pages);
+    }
+
+    /// An idle core of a faster class takes a single-threaded program (`alone`) running on a
+    /// slower core of another node, its pages following, where AMPS's overhead prediction keeps
+    /// it from moving the thread itself (AMPS's idle cores pull across nodes only what the
+    /// prediction allows, section 2.4.2). A benefit swap can leave such a program in a node
+    /// without fast cores, and once the threads that took the fast cores are done no swap brings
+    /// it back: nothing on the fast cores to swap with. Programs that gain most go first, each to
+    /// the fastest such core, the nearest first; `open_core` says which idle cores may take one
+    /// (not a core held for another program).
+    #[allow(clippy::too_many_arguments)]
+    fn promotions(
+        &mut self,
+        view: &View<'_>,
+        alone: &impl Fn(&ThreadObs) -> bool,
+        open_core: &impl Fn(CoreId) -> bool,
+        candidates: &[(f64, CoreId, ThreadId)],
+        swapped: &[bool],
+        out: &mut Vec<Placement>,
+        pages: &mut Vec<PageMove>,
+    ) {
+        let topo = view.topology;
+        let speed = |c: CoreId| topo.class_of(c).capacity;
+        let mut idle: Vec<CoreId> = view
+            .cores
+            .iter()
+            .enumerate()
+            .map(|(i, _)| CoreId(i as u32))
+            .filter(|&c| view.core(c).runnable == 0 && open_core(c))
+            .collect();
+        if idle.is_empty() {
+            return;
+        }
+        idle.sort_by(|&a, &b| speed(b).total_cmp(&speed(a)).then(a.cmp(&b)));
+        let mut order: Vec<(f64, CoreId, ThreadId)> = candidates
+            .iter()
+            .copied()
+            .filter(|x| !swapped[x.2.index()] && speed(x.1) + 1e-9 < speed(idle[0]))
+            .collect();
+        order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)));
+        for (_, from, t) in order {
+            let obs = view.thread(t);
+            if !alone(obs) {
+                continue;
+            }
+            let node = topo.node_of(from);
+            let cheap = |to: CoreId| {
+                numa::running_move_allowed(
+                    NumaMode::Rss,
+                    topo,
+                    &obs.resident_bytes,
+                    false,
+                    from,
+                    to,
+                )
+            };
+            // The fastest idle core the thread may run on, the nearest among equals; only where
+            // AMPS would not move it itself.
+            let Some(at) = idle
+                .iter()
+                .enumerate()
+                .filter(|&(_, &d)| {
+                    speed(d) > speed(from) + 1e-9
+                        && obs.user_allowed.contains(d)
+                        && topo.node_of(d) != node
+                        && !cheap(d)
+                })
+                .min_by(|&(_, &a), &(_, &b)| {
+                    speed(b)
+                        .total_cmp(&speed(a))
+                        .then(
+                            topo.latency_ns(a, node)
+                                .total_cmp(&topo.latency_ns(b, node)),
+                        )
+                        .then(a.cmp(&b))
+                })
+                .map(|(i, _)| i)
+            else {
+                continue;
+            };
+            let to = idle.remove(at);
+            out.push(Placement::pin(t, to));
+            follow_pages(topo, obs, from, to, pages);
+            let x = &mut self.threads[t.index()];
+            x.core = Some(to);
+            x.since_ns = view.now_ns;
+            if idle.is_empty() {
+                return;
+            }
+        }
     }
 
     /// Even out what the busy threads receive (module doc, "Progress swaps"): the thread that
@@ -398,20 +524,8 @@ impl Benefit {
         out.push(Placement::pin(ta, cb));
         out.push(Placement::pin(tb, ca));
         for (t, from, to) in [(oa, ca, cb), (ob, cb, ca)] {
-            let (a, b) = (topo.node_of(from), topo.node_of(to));
-            let elsewhere: u64 = t
-                .resident_bytes
-                .iter()
-                .enumerate()
-                .filter(|&(n, _)| n != b.index())
-                .map(|(_, &x)| x)
-                .sum();
-            if a != b && elsewhere > 0 && alone(t) {
-                pages.push(PageMove {
-                    app: t.app,
-                    to: b,
-                    max_bytes: elsewhere,
-                });
+            if alone(t) {
+                follow_pages(topo, t, from, to, pages);
             }
         }
         for (t, c) in [(ta, cb), (tb, ca)] {

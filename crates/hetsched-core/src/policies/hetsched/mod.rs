@@ -572,6 +572,7 @@ impl Policy for Hetsched {
                         && solo.core_of(t.id).is_none()
                 },
                 |t| counts.get(t.app) == 1,
+                |c| solo.holder_of(c).is_none(),
                 out,
                 &mut self.page_moves,
             );

@@ -70,6 +70,11 @@ impl Solo {
         self.held.get(t.index()).copied().flatten()
     }
 
+    /// The thread holding core `c`.
+    pub fn holder_of(&self, c: CoreId) -> Option<ThreadId> {
+        self.holder.get(c.index()).copied().flatten()
+    }
+
     /// Thread `t` holds no core any more (it exited, or left the AMPS part).
     pub fn release(&mut self, t: ThreadId) {
         if let Some(c) = self.held.get_mut(t.index()).and_then(Option::take) {
