@@ -238,12 +238,13 @@ impl Machine {
         self.distance(s, d) < ACROSS_NODES || !costly_across_nodes(self.numa, view, t, s, d)
     }
 
-    /// Whether a core of `s`'s node other than `d`, open and idle (`runnable`), may take `t`
-    /// from `s`: a thread waiting there is then pulled within its node, not across nodes to `d`,
-    /// whichever idle core looks first (rule 6: the kernel's idle balance looks within a node
-    /// before it looks across; were the idle cores that come first in this policy's order to take
-    /// every node's waiting threads, a node whose cores come later would empty into theirs).
-    fn idles_near(
+    /// Rule 6 lets idle core `d` pull `t`, waiting on core `s`: as [`Machine::pull_allowed`], and
+    /// across nodes only when no other open idle core of `s`'s node (`runnable` gives each core's
+    /// runnable threads as the caller counts them) may take it. The kernel's idle balance looks
+    /// within a node before it looks across; were the idle cores that come first in this
+    /// policy's order to take every node's waiting threads, a node whose cores come later would
+    /// empty into theirs.
+    fn pull_waiting_allowed(
         &self,
         view: &View<'_>,
         closed: &Closed,
@@ -252,8 +253,14 @@ impl Machine {
         d: usize,
         runnable: impl Fn(usize) -> u32,
     ) -> bool {
+        if !self.pull_allowed(view, t, s, d) {
+            return false;
+        }
+        if self.distance(s, d) < ACROSS_NODES {
+            return true;
+        }
         let allowed = &view.thread(t).user_allowed;
-        self.node_cores[self.node[s].index()].iter().any(|&c| {
+        !self.node_cores[self.node[s].index()].iter().any(|&c| {
             let c = c as usize;
             c != d
                 && c != s
@@ -916,10 +923,9 @@ impl Policy for Amps {
         let Some(src) = view.thread(thread).cpu else {
             return true;
         };
-        let (s, d) = (src.index(), core.index());
-        m.pull_allowed(view, thread, s, d)
-            && (m.distance(s, d) < ACROSS_NODES
-                || !m.idles_near(view, &self.closed, thread, s, d, |c| view.cores[c].runnable))
+        m.pull_waiting_allowed(view, &self.closed, thread, src.index(), core.index(), |c| {
+            view.cores[c].runnable
+        })
     }
 }
 

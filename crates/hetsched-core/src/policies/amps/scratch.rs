@@ -182,13 +182,11 @@ impl Scratch {
                 .map(|s| (machine.distance(s, d), self.key(power, s))),
         );
         candidates.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        if let Some(found) = candidates.iter().find_map(|&(near, k)| {
+        if let Some(found) = candidates.iter().find_map(|&(_, k)| {
             let s = k.2 as usize;
             self.movable(view, machine.numa, alloc, closed, s, dst)
                 .filter(|&(t, _)| {
-                    machine.pull_allowed(view, t, s, d)
-                        && (near < ACROSS_NODES
-                            || !machine.idles_near(view, closed, t, s, d, |c| self.runnable[c]))
+                    machine.pull_waiting_allowed(view, closed, t, s, d, |c| self.runnable[c])
                 })
                 .map(|(t, r)| (s, t, r))
         }) {

@@ -100,6 +100,12 @@ fn follow_pages(
     }
 }
 
+/// AMPS's overhead prediction (`rss`, AMPS section 2.4.2) lets running thread `t` move from core
+/// `from` to core `to`.
+fn cheap_move(topo: &Topology, t: &ThreadObs, from: CoreId, to: CoreId) -> bool {
+    numa::running_move_allowed(NumaMode::Rss, topo, &t.resident_bytes, false, from, to)
+}
+
 /// How many of the best served threads a progress swap tries as partners for one thread (ours:
 /// enough for every class of a machine, few enough that a round stays linear in the threads).
 const PARTNERS_TRIED: usize = 16;
@@ -355,16 +361,6 @@ impl Benefit {
                 continue;
             }
             let node = topo.node_of(from);
-            let cheap = |to: CoreId| {
-                numa::running_move_allowed(
-                    NumaMode::Rss,
-                    topo,
-                    &obs.resident_bytes,
-                    false,
-                    from,
-                    to,
-                )
-            };
             // The fastest idle core the thread may run on, the nearest among equals; only where
             // AMPS would not move it itself.
             let Some(at) = idle
@@ -374,7 +370,7 @@ impl Benefit {
                     speed(d) > speed(from) + 1e-9
                         && obs.user_allowed.contains(d)
                         && topo.node_of(d) != node
-                        && !cheap(d)
+                        && !cheap_move(topo, obs, from, d)
                 })
                 .min_by(|&(_, &a), &(_, &b)| {
                     speed(b)
@@ -514,11 +510,11 @@ impl Benefit {
     ) -> bool {
         let topo = view.topology;
         let (oa, ob) = (view.thread(ta), view.thread(tb));
-        let cheap = |t: &ThreadObs, from: CoreId, to: CoreId| {
-            numa::running_move_allowed(NumaMode::Rss, topo, &t.resident_bytes, false, from, to)
-        };
         let fits = oa.user_allowed.contains(cb) && ob.user_allowed.contains(ca);
-        if !fits || !(cheap(oa, ca, cb) || alone(oa)) || !(cheap(ob, cb, ca) || alone(ob)) {
+        if !fits
+            || !(cheap_move(topo, oa, ca, cb) || alone(oa))
+            || !(cheap_move(topo, ob, cb, ca) || alone(ob))
+        {
             return false;
         }
         out.push(Placement::pin(ta, cb));
