@@ -33,7 +33,16 @@
 //!    needs `n_s/P_s > 1.25 × n_d/P_d` and `n_s/P_s > (n_d+1)/P_d` ([`NODE_IMBALANCE`]). Without this, the first idle core
 //!    to be served after a barrier pulled threads away from their memory on NUMA machines.
 //! 5. **NUMA-aware migration** (section 2.4): a running thread moves only if the NUMA policy allows
-//!    it ([`numa`]: `always`, `same-node`, `rss`).
+//!    it ([`numa`]: `always`, `same-node`, `rss`). Not in the paper, and only where the combined
+//!    policy asks ([`AmpsConfig::keep_siblings_home`]; `amps` itself reproduces the paper's `rss`,
+//!    which moved an OpenMP program's threads across nodes thousands of times): under
+//!    `same-node` and `rss`, a periodic balance also keeps a running thread of a multi-threaded
+//!    process in the node that holds most of its memory, whatever the size (the kernel's
+//!    balancer calls such a move cache-hot, `migrate_degrades_locality`). The prediction lets a
+//!    barrier job's thread whose resident set is smaller than the LLC move to an idle fast core
+//!    in another node near a phase's end; at the next barrier it then took a core at home from a
+//!    sibling, which ran away from its pages, and the job ran 12% slower than under the kernel's
+//!    balancer.
 //! 6. **Throughput first** (ours; the paper is silent, its kernel host was not). A core delivers
 //!    its speed `F` while it has a thread and nothing while idle, however many threads share it;
 //!    so a move from a core of `n_s` threads to one of `n_d` changes the machine's throughput by
@@ -109,6 +118,11 @@ pub struct AmpsConfig {
     /// The running-thread migration policy; `None`: the paper's default for the machine
     /// ([`NumaMode::default_for`]).
     pub numa: Option<NumaMode>,
+    /// A periodic balance keeps a running thread of a multi-threaded process in the node that
+    /// holds most of its memory (rule 5 of the module doc). Not in the paper, whose `rss` mode
+    /// moved an OpenMP program's threads across nodes thousands of times (section 4.3), so off
+    /// for `amps`; the combined policy sets it.
+    pub keep_siblings_home: bool,
 }
 
 impl Default for AmpsConfig {
@@ -116,6 +130,7 @@ impl Default for AmpsConfig {
         Self {
             scaling: AMPS_SCALING_FACTOR,
             numa: None,
+            keep_siblings_home: false,
         }
     }
 }
@@ -199,6 +214,8 @@ struct Machine {
     /// Relative speed `F` of each core (1 for the slowest).
     speed: Vec<f64>,
     numa: NumaMode,
+    /// [`AmpsConfig::keep_siblings_home`].
+    keep_siblings_home: bool,
     llc: Vec<Option<LlcId>>,
     node: Vec<NodeId>,
     /// Cores of each LLC and of each node.
@@ -268,6 +285,30 @@ impl Machine {
                 && !closed.core(c)
                 && allowed.contains(CoreId(c as u32))
         })
+    }
+
+    /// A periodic balance keeps running thread `t` of a multi-threaded process on core `s`
+    /// rather than move it to core `d` in another node, away from the node holding most of its
+    /// memory (rule 5, with [`AmpsConfig::keep_siblings_home`]; not under `always`). Its
+    /// siblings' data and its own pages stay behind, and at the next barrier it would take a core
+    /// at home from a sibling.
+    fn keeps_home(
+        &self,
+        view: &View<'_>,
+        members: &Members,
+        t: ThreadId,
+        s: usize,
+        d: usize,
+    ) -> bool {
+        self.keep_siblings_home
+            && self.numa != NumaMode::Always
+            && !members.alone(t)
+            && numa::leaves_home(
+                view.topology,
+                &view.thread(t).resident_bytes,
+                CoreId(s as u32),
+                CoreId(d as u32),
+            )
     }
 
     /// A move from `s` to `d` does not lower the machine's throughput (rule 6).
@@ -525,6 +566,7 @@ impl Amps {
                     .config
                     .numa
                     .unwrap_or_else(|| NumaMode::default_for(topology)),
+                keep_siblings_home: self.config.keep_siblings_home,
                 llc: topology.cores().iter().map(|c| c.llc).collect(),
                 node: topology.cores().iter().map(|c| c.node).collect(),
                 llc_cores: (0..topology.num_llcs())
@@ -766,6 +808,11 @@ impl Amps {
                     }
                     let dst = CoreId(d as u32);
                     sc.movable(view, machine.numa, &self.alloc, closed, s, dst)
+                        .filter(|&(t, running)| {
+                            !running
+                                || near < ACROSS_NODES
+                                || !machine.keeps_home(view, &self.members, t, s, d)
+                        })
                         .map(|m| (dst, m))
                 };
                 // Within the LLC, then the node, then the whole machine, each in ascending key.

@@ -93,6 +93,17 @@ pub fn high_overhead(
     on_a > llc_b
 }
 
+/// Whether a move from core `from` to core `to` takes a thread away from the node that holds the
+/// largest of its resident sets: conditions (1) and (2) of [`high_overhead`], whatever the size.
+/// The kernel's balancer treats such a move as cache-hot and makes it only once balancing has
+/// failed repeatedly (`migrate_degrades_locality`, called from `can_migrate_task` in
+/// kernel/sched/fair.c).
+pub fn leaves_home(topology: &Topology, resident_bytes: &[u64], from: CoreId, to: CoreId) -> bool {
+    let (a, b) = (topology.node_of(from), topology.node_of(to));
+    let on_a = resident_bytes.get(a.index()).copied().unwrap_or(0);
+    a != b && on_a > 0 && resident_bytes.iter().all(|&r| r <= on_a)
+}
+
 /// Whether `mode` lets a running thread move from `from` to `to`. `allocating` is the thread's
 /// allocation-phase flag (only the `rss` policy reads it, and only for a move across nodes).
 ///

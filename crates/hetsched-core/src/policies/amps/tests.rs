@@ -169,7 +169,7 @@ impl State {
 fn amps_s1() -> Amps {
     Amps::new(AmpsConfig {
         scaling: 1.0,
-        numa: None,
+        ..Default::default()
     })
 }
 
@@ -628,6 +628,43 @@ fn numa_policies_gate_running_thread_moves_in_a_balance() {
     assert!(out.is_empty(), "allocating: stays");
     let out = s.rebalance(&mut amps);
     assert_eq!(out.len(), 1, "RSS stable since the last interrupt: moves");
+}
+
+#[test]
+fn siblings_stay_in_the_node_of_their_memory_where_the_combined_policy_asks() {
+    // A thread runs alone on slow core 2 (node 1) with 1 MiB resident, small enough for `rss` to
+    // move it to fast core 0 (node 0) once that core's thread exits. With `keep_siblings_home` it
+    // stays if its memory is in node 1 and its process has another thread; it moves if its memory
+    // is in node 0 (the move brings it home) or it is its process's only thread.
+    let moved = |keep: bool, memory_node: usize, sibling: bool| {
+        let mut s = State::new(numa2());
+        let t = s.add(2);
+        let mut resident = vec![0, 0];
+        resident[memory_node] = 1 << 20;
+        s.threads[t.index()].resident_bytes = resident;
+        let busy = s.add(0);
+        if !sibling {
+            s.threads[busy.index()].app = AppId(1);
+        }
+        let mut amps = Amps::new(AmpsConfig {
+            numa: Some(NumaMode::Rss),
+            keep_siblings_home: keep,
+            ..Default::default()
+        });
+        for id in [t, busy] {
+            let cores = s.cores();
+            amps.on_thread_start(&s.view(&cores), id);
+        }
+        // A first interrupt with the fast core busy records the resident set; then it idles.
+        assert!(s.rebalance(&mut amps).is_empty());
+        s.threads[busy.index()].state = ThreadState::Exited;
+        s.threads[busy.index()].cpu = None;
+        s.rebalance(&mut amps) == vec![Placement::pin(t, CoreId(0))]
+    };
+    assert!(moved(false, 1, true), "the paper's rss moves it");
+    assert!(!moved(true, 1, true), "a sibling stays beside its memory");
+    assert!(moved(true, 0, true), "a sibling goes home");
+    assert!(moved(true, 1, false), "a process's only thread moves");
 }
 
 #[test]

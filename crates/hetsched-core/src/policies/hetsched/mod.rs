@@ -230,6 +230,7 @@ impl Hetsched {
         Hetsched {
             amps: Amps::new(AmpsConfig {
                 numa: cfg.numa,
+                keep_siblings_home: true,
                 ..Default::default()
             }),
             fpu: Bulldover::new(BulldoverConfig {
