@@ -68,6 +68,7 @@ fn bench(c: &mut Criterion) {
         cores: &cores,
         run_queues: None,
         changed: None,
+        resident_changed: None,
     };
     let mut amps = Amps::new(AmpsConfig::default());
     let mut out = Vec::new();
@@ -90,6 +91,7 @@ fn bench(c: &mut Criterion) {
     let queued_view = View {
         run_queues: Some(&queues),
         changed: None,
+        resident_changed: None,
         ..view
     };
     c.bench_function("amps/rebalance/16k-threads/1024-cores/run-queues", |b| {
@@ -153,6 +155,7 @@ fn bench_hetsched(c: &mut Criterion) {
             cores: &cores,
             run_queues: None,
             changed: None,
+            resident_changed: None,
         };
         out.clear();
         p.rebalance(&view, out);
@@ -191,6 +194,7 @@ fn bench_hass(c: &mut Criterion) {
             cores: &cores,
             run_queues: None,
             changed: None,
+            resident_changed: None,
         };
         let set = hass.on_thread_start(&view, id).unwrap();
         threads[i].cpu = set.first();
@@ -216,6 +220,7 @@ fn bench_hass(c: &mut Criterion) {
                     cores: &cores,
                     run_queues: None,
                     changed: None,
+                    resident_changed: None,
                 };
                 hass.rebalance(&view, &mut out);
                 out.len()

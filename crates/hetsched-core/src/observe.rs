@@ -218,6 +218,9 @@ pub struct View<'a> {
     /// thread may have changed. A policy that keeps per-thread state reads these instead of every
     /// thread. A view whose `threads` differ from the backend's has `None`.
     pub changed: Option<&'a [ThreadId]>,
+    /// Of those, the threads whose resident pages changed (in size or node), under the same
+    /// rules; `None`: any thread's may have.
+    pub resident_changed: Option<&'a [ThreadId]>,
 }
 
 impl<'a> View<'a> {

@@ -17,5 +17,6 @@ pub(crate) fn view<'a>(
         cores,
         run_queues: None,
         changed: None,
+        resident_changed: None,
     }
 }

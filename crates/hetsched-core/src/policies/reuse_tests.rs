@@ -123,6 +123,7 @@ impl Driver {
             cores: &cores,
             run_queues: None,
             changed: None,
+            resident_changed: None,
         };
         let mut out = Vec::new();
         let r = f(self.policy.as_mut(), &view, &mut out);

@@ -460,6 +460,7 @@ impl Engine {
             cores: &self.cores,
             run_queues: None,
             changed: None,
+            resident_changed: None,
         };
         let pending = &mut self.pending;
         let r = catch_unwind(AssertUnwindSafe(|| f(policy.as_mut(), &view, pending)));

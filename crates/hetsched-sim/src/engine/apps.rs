@@ -72,6 +72,7 @@ impl<'a> Simulation<'a> {
                     .push(crate::baseline::summarise(&obs.allowed, self.summary_span));
                 self.obs.push(obs);
                 self.changes.add_thread(id);
+                self.resident_changes.add_thread(id);
                 self.apps[app_idx].live += 1;
                 // The policy may restrict the thread before it first runs.
                 let placed = self.call_policy(|p, view| p.on_thread_start(view, id));

@@ -157,6 +157,7 @@ impl<'a> Simulation<'a> {
                 th.total_bytes = (th.total_bytes - take).max(0.0);
                 self.obs[owner].resident_bytes[node] = th.bytes_per_node[node] as u64;
                 self.changes.note(owner);
+                self.resident_changes.note(owner);
             }
         }
     }
@@ -230,6 +231,7 @@ impl<'a> Simulation<'a> {
                     self.obs[owner].resident_bytes[src] = th.bytes_per_node[src] as u64;
                     self.obs[owner].resident_bytes[to] = th.bytes_per_node[to] as u64;
                     self.changes.note(owner);
+                    self.resident_changes.note(owner);
                     moved_by_owner.push((owner, take));
                 }
             }

@@ -136,6 +136,8 @@ pub struct Simulation<'a> {
     obs: IdVec<ThreadId, ThreadObs>,
     /// Threads whose observation changed since the policy's last periodic balance.
     changes: changes::ChangeLog,
+    /// Of those, the threads whose resident pages changed.
+    resident_changes: changes::ChangeLog,
     cores: IdVec<CoreId, SimCore>,
     /// Each core's waiting threads.
     queues: IdVec<CoreId, RunQueue>,
@@ -249,6 +251,7 @@ impl<'a> Simulation<'a> {
             phase_base,
             obs: IdVec::new(),
             changes: changes::ChangeLog::default(),
+            resident_changes: changes::ChangeLog::default(),
             cores,
             queues: IdVec::from_vec(vec![RunQueue::new(); n]),
             core_obs: IdVec::from_vec(vec![CoreObs::default(); n]),

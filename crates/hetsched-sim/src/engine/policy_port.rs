@@ -35,6 +35,7 @@ impl<'a> Simulation<'a> {
             cores: self.core_obs.as_slice(),
             run_queues: Some(&queues),
             changed: Some(self.changes.threads()),
+            resident_changed: Some(self.resident_changes.threads()),
         };
         let r = call(self.policy.as_mut(), &view);
         self.policy_time += t0.elapsed();
@@ -65,6 +66,7 @@ impl<'a> Simulation<'a> {
         self.call_policy(|p, view| call(p, view, &mut out));
         if clear_changes {
             self.changes.clear();
+            self.resident_changes.clear();
         }
         for p in out.drain(..) {
             self.apply_placement(p);
@@ -97,6 +99,7 @@ impl<'a> Simulation<'a> {
             cores: self.core_obs.as_slice(),
             run_queues: None,
             changed: None,
+            resident_changed: None,
         };
         // A core a placement of this decision emptied gets its own idle call next.
         let pending: hetsched_core::CpuSet = self.need_pick.iter().copied().collect();
@@ -132,6 +135,7 @@ impl<'a> Simulation<'a> {
             cores: self.core_obs.as_slice(),
             run_queues: None,
             changed: None,
+            resident_changed: None,
         };
         let policy = &self.policy;
         let queued = self.queued.iter().flat_map(|b| self.queues[b].threads());

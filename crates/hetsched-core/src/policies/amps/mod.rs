@@ -84,9 +84,8 @@ use crate::cpuset::CpuSet;
 use crate::ids::{AppId, CoreId, LlcId, NodeId, ThreadId};
 use crate::observe::{ThreadState, View};
 use crate::policy::{Placement, Policy};
-use crate::prefetch::prefetch;
 use crate::topology::{Topology, AMPS_SCALING_FACTOR};
-use numa::AllocationPhase;
+use numa::AllocationWatch;
 use order::{Bucketwise, CoreKey, CoreOrder, Keys};
 use scratch::{Closed, Scratch};
 use std::collections::BTreeMap;
@@ -335,7 +334,7 @@ pub struct Amps {
     config: AmpsConfig,
     machine: Option<Machine>,
     /// Per thread: the allocation-phase heuristic's state (section 2.4.3).
-    alloc: Vec<AllocationPhase>,
+    alloc: AllocationWatch,
     scratch: Scratch,
     /// The periodic balance's core orders, kept for the next one's reuse.
     orders: Orders,
@@ -603,42 +602,6 @@ impl Amps {
         }
     }
 
-    /// The allocation-phase heuristic's timer interrupt (section 2.4.3): it looks at the
-    /// interrupted (running) threads, each core's current one (a thread runs exactly where it is
-    /// its core's current). Only the `rss` policy reads the result.
-    fn observe_allocation(&mut self, view: &View<'_>) {
-        // Threads are indexed by id: room for every one the view holds.
-        if self.alloc.len() < view.threads.len() {
-            self.alloc
-                .resize(view.threads.len(), AllocationPhase::default());
-        }
-        let current = |i: usize| view.cores.get(i).and_then(|c| c.current);
-        for (i, core) in view.cores.iter().enumerate() {
-            // Each step reads a thread, then its resident set through a pointer: with a thousand
-            // cores those are cache misses, so the thread is fetched sixteen cores ahead and what
-            // it points to eight ahead.
-            if let Some(t) = current(i + 16) {
-                prefetch(&view.thread(t).resident_bytes);
-            }
-            if let Some(t) = current(i + 8) {
-                let rss = &view.thread(t).resident_bytes;
-                rss.iter().step_by(8).for_each(prefetch);
-                prefetch(&self.alloc[t.index()]);
-            }
-            if let Some(t) = core.current {
-                let total = numa::total_rss(&view.thread(t).resident_bytes);
-                self.alloc[t.index()].observe(total);
-            }
-        }
-    }
-
-    fn alloc_state(&mut self, t: ThreadId) -> &mut AllocationPhase {
-        if self.alloc.len() <= t.index() {
-            self.alloc.resize(t.index() + 1, AllocationPhase::default());
-        }
-        &mut self.alloc[t.index()]
-    }
-
     /// Move threads to less loaded cores until no move improves (rule 4 of the module doc). With
     /// `only`, just that core pulls (new-idle balance).
     fn balance(&mut self, view: &View<'_>, only: Option<CoreId>, out: &mut Vec<Placement>) {
@@ -698,7 +661,7 @@ impl Amps {
                 let Some((s, t, was_running)) = sc.pull_into_idle(
                     machine,
                     view,
-                    &self.alloc,
+                    self.alloc.phases(),
                     closed,
                     &self.members,
                     candidates,
@@ -739,7 +702,7 @@ impl Amps {
                 let dst = CoreId(d as u32);
                 let found = candidates.iter().find_map(|&(_, k)| {
                     let s = k.2 as usize;
-                    sc.movable(view, machine.numa, &self.alloc, closed, s, dst)
+                    sc.movable(view, machine.numa, self.alloc.phases(), closed, s, dst)
                         .map(|m| (s, m))
                 });
                 let Some((s, (t, was_running))) = found else {
@@ -807,7 +770,7 @@ impl Amps {
                         return None;
                     }
                     let dst = CoreId(d as u32);
-                    sc.movable(view, machine.numa, &self.alloc, closed, s, dst)
+                    sc.movable(view, machine.numa, self.alloc.phases(), closed, s, dst)
                         .filter(|&(t, running)| {
                             !running
                                 || near < ACROSS_NODES
@@ -911,13 +874,15 @@ impl Policy for Amps {
             .as_ref()
             .is_some_and(|m| m.numa == NumaMode::Rss)
         {
-            self.observe_allocation(view);
+            // The allocation-phase heuristic's timer interrupt (section 2.4.3): it looks at the
+            // interrupted (running) threads. Only the `rss` policy reads the result.
+            self.alloc.interrupt(view);
         }
         self.balance(view, None, out);
     }
 
     fn on_thread_start(&mut self, view: &View<'_>, thread: ThreadId) -> Option<CpuSet> {
-        *self.alloc_state(thread) = AllocationPhase::default();
+        self.alloc.restart(thread);
         self.members.start(thread, view.thread(thread).app);
         self.ensure_machine(view.topology);
         let machine = self.machine.as_ref()?;

@@ -17,7 +17,9 @@
 //! The allocation phase (section 2.4.3, last paragraph): at each timer interrupt the thread's total
 //! resident set is compared with the previous one; if it grew, the thread is allocating.
 
-use crate::ids::CoreId;
+use crate::ids::{CoreId, ThreadId};
+use crate::observe::View;
+use crate::prefetch::prefetch;
 use crate::topology::Topology;
 use std::fmt;
 use std::str::FromStr;
@@ -150,6 +152,185 @@ impl AllocationPhase {
 
     pub fn allocating(&self) -> bool {
         self.allocating
+    }
+}
+
+/// The allocation-phase heuristic for every thread, at each timer interrupt.
+///
+/// Observing every interrupted thread sums its resident set over the nodes, a cache miss or more
+/// a core: with 1,024 cores that was a tenth of `amps`'s run. But a thread's resident set is the
+/// one last observed unless it changed since, so when the backend logs the threads whose resident
+/// pages changed since the last interrupt ([`View::resident_changed`]), only those need their sum;
+/// every other interrupted thread is not allocating. The flags are those that observing every
+/// interrupted thread gives (checked in debug builds).
+#[derive(Clone, Debug, Default)]
+pub struct AllocationWatch {
+    phases: Vec<AllocationPhase>,
+    /// Per thread: [`PENDING`], [`GROWING`], [`SEEN_NOW`].
+    flags: Vec<u8>,
+    /// Threads whose resident set may differ from the one last observed: changed since, and not
+    /// interrupted at an interrupt yet.
+    pending: Vec<ThreadId>,
+    /// Threads whose flag may say allocating.
+    growing: Vec<ThreadId>,
+    /// `pending` names every thread whose resident set may have changed since it was last observed
+    /// (false until an interrupt with a log, and again after one without).
+    tracking: bool,
+}
+
+/// In [`AllocationWatch::pending`].
+const PENDING: u8 = 1;
+/// In [`AllocationWatch::growing`].
+const GROWING: u8 = 2;
+/// Observed at this interrupt.
+const SEEN_NOW: u8 = 4;
+
+impl AllocationWatch {
+    /// Each thread's state, by id.
+    pub fn phases(&self) -> &[AllocationPhase] {
+        &self.phases
+    }
+
+    fn room_for(&mut self, threads: usize) {
+        if self.phases.len() < threads {
+            self.phases.resize(threads, AllocationPhase::default());
+            self.flags.resize(threads, 0);
+        }
+    }
+
+    /// Thread `t` starts (again) under the policy: nothing observed of it yet.
+    pub fn restart(&mut self, t: ThreadId) {
+        self.room_for(t.index() + 1);
+        self.phases[t.index()] = AllocationPhase::default();
+        self.mark(t, PENDING);
+    }
+
+    fn mark(&mut self, t: ThreadId, flag: u8) {
+        let f = &mut self.flags[t.index()];
+        if *f & flag == 0 {
+            *f |= flag;
+            match flag {
+                PENDING => self.pending.push(t),
+                GROWING => self.growing.push(t),
+                _ => {}
+            }
+        }
+    }
+
+    /// A timer interrupt: every interrupted thread (each core's current one) observed.
+    pub fn interrupt(&mut self, view: &View<'_>) {
+        self.room_for(view.threads.len());
+        let expected =
+            (cfg!(debug_assertions) && view.threads.len() <= CHECK_MAX_THREADS).then(|| {
+                let mut every = self.phases.clone();
+                observe_every_core(&mut every, view);
+                every
+            });
+        match (view.resident_changed, self.tracking) {
+            (Some(log), true) => self.observe_changed(view, log),
+            (log, _) => {
+                observe_every_core(&mut self.phases, view);
+                for t in view.cores.iter().filter_map(|c| c.current) {
+                    if self.phases[t.index()].allocating() {
+                        self.mark(t, GROWING);
+                    }
+                }
+                // With a log from here on, the threads pending are those not observed now: their
+                // sets may have changed unseen.
+                for t in std::mem::take(&mut self.pending) {
+                    self.flags[t.index()] &= !PENDING;
+                }
+                self.tracking = log.is_some();
+                if self.tracking {
+                    for t in view.threads.iter().map(|t| t.id) {
+                        if !interrupted(view, t) {
+                            self.mark(t, PENDING);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(every) = expected {
+            assert!(
+                every == self.phases,
+                "the allocation flags differ from observing every interrupted thread"
+            );
+        }
+    }
+
+    /// [`Self::interrupt`] from the log of threads whose resident set changed since the last one.
+    fn observe_changed(&mut self, view: &View<'_>, log: &[ThreadId]) {
+        for &t in log {
+            if t.index() < self.flags.len() {
+                self.mark(t, PENDING);
+            }
+        }
+        let mut seen = Vec::new();
+        let mut i = 0;
+        while i < self.pending.len() {
+            let t = self.pending[i];
+            if interrupted(view, t) {
+                let total = total_rss(&view.thread(t).resident_bytes);
+                self.phases[t.index()].observe(total);
+                self.flags[t.index()] = (self.flags[t.index()] & !PENDING) | SEEN_NOW;
+                seen.push(t);
+                if self.phases[t.index()].allocating() {
+                    self.mark(t, GROWING);
+                }
+                self.pending.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        // An interrupted thread not observed now has the resident set it had when last observed.
+        let (phases, flags) = (&mut self.phases, &mut self.flags);
+        self.growing.retain(|&t| {
+            let p = &mut phases[t.index()];
+            if p.allocating && flags[t.index()] & SEEN_NOW == 0 && interrupted(view, t) {
+                p.allocating = false;
+            }
+            if !p.allocating {
+                flags[t.index()] &= !GROWING;
+            }
+            p.allocating
+        });
+        for t in seen {
+            self.flags[t.index()] &= !SEEN_NOW;
+        }
+    }
+}
+
+/// Debug builds check the log-driven observation against observing every interrupted thread, on
+/// views of at most this many threads.
+const CHECK_MAX_THREADS: usize = 4096;
+
+/// Thread `t` is its core's current thread (the one a timer interrupt interrupts).
+fn interrupted(view: &View<'_>, t: ThreadId) -> bool {
+    view.threads
+        .get(t.index())
+        .and_then(|o| o.cpu)
+        .and_then(|c| view.cores.get(c.index()))
+        .is_some_and(|c| c.current == Some(t))
+}
+
+/// Observe every core's current thread, in core order. Each step reads a thread, then its resident
+/// set through a pointer; with a thousand cores those are cache misses, so the thread is fetched
+/// sixteen cores ahead and what it points to eight ahead.
+fn observe_every_core(phases: &mut [AllocationPhase], view: &View<'_>) {
+    let current = |i: usize| view.cores.get(i).and_then(|c| c.current);
+    for (i, core) in view.cores.iter().enumerate() {
+        if let Some(t) = current(i + 16) {
+            prefetch(&view.thread(t).resident_bytes);
+        }
+        if let Some(t) = current(i + 8) {
+            let rss = &view.thread(t).resident_bytes;
+            rss.iter().step_by(8).for_each(prefetch);
+            prefetch(&phases[t.index()]);
+        }
+        if let Some(t) = core.current {
+            let total = total_rss(&view.thread(t).resident_bytes);
+            phases[t.index()].observe(total);
+        }
     }
 }
 

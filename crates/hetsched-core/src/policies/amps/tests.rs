@@ -1,6 +1,8 @@
 //! Each AMPS rule on crafted machines and states; a wrong rule fails one of these.
 
-use super::numa::{high_overhead, running_move_allowed, AllocationPhase, NumaMode};
+use super::numa::{
+    self, high_overhead, running_move_allowed, AllocationPhase, AllocationWatch, NumaMode,
+};
 use super::*;
 use crate::ids::AppId;
 use crate::machine_file::parse_machine;
@@ -628,6 +630,83 @@ fn numa_policies_gate_running_thread_moves_in_a_balance() {
     assert!(out.is_empty(), "allocating: stays");
     let out = s.rebalance(&mut amps);
     assert_eq!(out.len(), 1, "RSS stable since the last interrupt: moves");
+}
+
+/// The allocation-phase flags kept from a log of threads whose resident sets changed are those
+/// that observing every interrupted thread gives, at every interrupt: threads run, wait, block and
+/// allocate at random (each allocation logged, as a backend logs it), and now and then an
+/// interrupt comes without a log, after which the log cannot be trusted until the next one.
+#[test]
+fn allocation_flags_from_the_log_equal_observing_every_interrupted_thread() {
+    let topo = numa2();
+    let n = 24;
+    let mut s = State::new(topo.clone());
+    for i in 0..n {
+        s.add(i % topo.num_cores() as u32);
+    }
+    let mut rng = crate::rng::SeededRng::new(3);
+    let mut watch = AllocationWatch::default();
+    let mut every = vec![AllocationPhase::default(); n as usize];
+    for t in 0..n {
+        watch.restart(ThreadId(t));
+    }
+    let mut log: Vec<ThreadId> = Vec::new();
+    let (mut allocating_seen, mut stale_reset) = (0, 0);
+    for step in 0..4000 {
+        for _ in 0..rng.below(6) {
+            let i = rng.below(n as usize);
+            match rng.below(5) {
+                0 => {
+                    s.threads[i].resident_bytes[rng.below(2)] += 4096;
+                    if !log.contains(&ThreadId(i as u32)) {
+                        log.push(ThreadId(i as u32));
+                    }
+                }
+                1 => s.threads[i].state = ThreadState::Blocked,
+                _ => {
+                    // Onto a core, running there (the core's previous current thread waits).
+                    let c = CoreId(rng.below(topo.num_cores()) as u32);
+                    for t in &mut s.threads {
+                        if t.cpu == Some(c) && t.state == ThreadState::Running {
+                            t.state = ThreadState::Runnable;
+                        }
+                    }
+                    s.threads[i].cpu = Some(c);
+                    s.threads[i].state = ThreadState::Running;
+                }
+            }
+        }
+        let cores = s.cores();
+        let without_log = step % 50 == 49;
+        let view = View {
+            resident_changed: (!without_log).then_some(&log[..]),
+            ..s.view(&cores)
+        };
+        let before: Vec<bool> = watch
+            .phases()
+            .iter()
+            .map(AllocationPhase::allocating)
+            .collect();
+        watch.interrupt(&view);
+        for c in &cores {
+            if let Some(t) = c.current {
+                let total = numa::total_rss(&s.threads[t.index()].resident_bytes);
+                every[t.index()].observe(total);
+            }
+        }
+        assert_eq!(watch.phases(), &every[..], "step {step}");
+        allocating_seen += every.iter().filter(|p| p.allocating()).count();
+        stale_reset += (0..n as usize)
+            .filter(|&i| before[i] && !every[i].allocating() && !log.contains(&ThreadId(i as u32)))
+            .count();
+        log.clear();
+    }
+    // Both ways a flag changes were met: threads found allocating, and threads found not
+    // allocating again without being in the log.
+    assert!(
+        allocating_seen > 100 && stale_reset > 100,
+        "{allocating_seen} {stale_reset}"
+    );
 }
 
 #[test]

@@ -191,6 +191,9 @@ pub struct Hetsched {
     /// When each part is next due.
     due: [u64; 4],
     periods: [u64; 4],
+    /// The balance number at which each part last balanced: a part's log of changed threads is
+    /// the backend's only if it balanced at the balance before too.
+    balanced_in: [Option<u64>; 4],
     /// The view a part sees: the other parts' threads marked exited.
     masked: Vec<ThreadObs>,
     /// Per thread: when it last used CPU.
@@ -245,6 +248,7 @@ impl Hetsched {
             part: Vec::new(),
             count: [0; 4],
             due: [0; 4],
+            balanced_in: [None; 4],
             periods: [
                 u64::MAX,
                 AMPS_BALANCE_PERIOD_NS,
@@ -358,6 +362,7 @@ impl Hetsched {
             // The backend's queues hold the other parts' threads too.
             run_queues: None,
             changed: None,
+            resident_changed: None,
             ..*view
         };
         Some(f(policy, &v))
@@ -542,8 +547,21 @@ impl Policy for Hetsched {
                 continue;
             }
             self.due[p.index()] = view.now_ns + self.periods[p.index()];
+            // The view's log holds the threads changed since the last balance; a part that did
+            // not balance then must not take it for the changes since its own last balance.
+            let continuous = self.balanced_in[p.index()] == Some(self.balances - 1);
+            self.balanced_in[p.index()] = Some(self.balances);
             let from = out.len();
-            self.with_part(view, p, |pol, v| pol.rebalance(v, out));
+            if continuous {
+                self.with_part(view, p, |pol, v| pol.rebalance(v, out));
+            } else {
+                let v = View {
+                    changed: None,
+                    resident_changed: None,
+                    ..*view
+                };
+                self.with_part(&v, p, |pol, v| pol.rebalance(v, out));
+            }
             if p == Part::Amps {
                 amps_moved.extend(out[from..].iter().map(|x| x.thread));
             }
