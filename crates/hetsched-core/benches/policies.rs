@@ -69,6 +69,7 @@ fn bench(c: &mut Criterion) {
         run_queues: None,
         changed: None,
         resident_changed: None,
+        lifecycle_changed: None,
     };
     let mut amps = Amps::new(AmpsConfig::default());
     let mut out = Vec::new();
@@ -92,6 +93,7 @@ fn bench(c: &mut Criterion) {
         run_queues: Some(&queues),
         changed: None,
         resident_changed: None,
+        lifecycle_changed: None,
         ..view
     };
     c.bench_function("amps/rebalance/16k-threads/1024-cores/run-queues", |b| {
@@ -156,6 +158,7 @@ fn bench_hetsched(c: &mut Criterion) {
             run_queues: None,
             changed: None,
             resident_changed: None,
+            lifecycle_changed: None,
         };
         out.clear();
         p.rebalance(&view, out);
@@ -195,6 +198,7 @@ fn bench_hass(c: &mut Criterion) {
             run_queues: None,
             changed: None,
             resident_changed: None,
+            lifecycle_changed: None,
         };
         let set = hass.on_thread_start(&view, id).unwrap();
         threads[i].cpu = set.first();
@@ -221,6 +225,7 @@ fn bench_hass(c: &mut Criterion) {
                     run_queues: None,
                     changed: None,
                     resident_changed: None,
+                    lifecycle_changed: None,
                 };
                 hass.rebalance(&view, &mut out);
                 out.len()

@@ -221,6 +221,10 @@ pub struct View<'a> {
     /// Of those, the threads whose resident pages changed (in size or node), under the same
     /// rules; `None`: any thread's may have.
     pub resident_changed: Option<&'a [ThreadId]>,
+    /// Of those, the threads that started, blocked, woke, exited, or changed process or data
+    /// fragment (not those only billed, queued or dispatched), under the same rules; `None`: any
+    /// thread may have.
+    pub lifecycle_changed: Option<&'a [ThreadId]>,
 }
 
 impl<'a> View<'a> {

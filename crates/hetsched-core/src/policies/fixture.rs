@@ -18,5 +18,6 @@ pub(crate) fn view<'a>(
         run_queues: None,
         changed: None,
         resident_changed: None,
+        lifecycle_changed: None,
     }
 }

@@ -124,6 +124,7 @@ impl Driver {
             run_queues: None,
             changed: None,
             resident_changed: None,
+            lifecycle_changed: None,
         };
         let mut out = Vec::new();
         let r = f(self.policy.as_mut(), &view, &mut out);

@@ -461,6 +461,7 @@ impl Engine {
             run_queues: None,
             changed: None,
             resident_changed: None,
+            lifecycle_changed: None,
         };
         let pending = &mut self.pending;
         let r = catch_unwind(AssertUnwindSafe(|| f(policy.as_mut(), &view, pending)));

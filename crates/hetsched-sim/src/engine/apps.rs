@@ -73,6 +73,7 @@ impl<'a> Simulation<'a> {
                 self.obs.push(obs);
                 self.changes.add_thread(id);
                 self.resident_changes.add_thread(id);
+                self.lifecycle_changes.add_thread(id);
                 self.apps[app_idx].live += 1;
                 // The policy may restrict the thread before it first runs.
                 let placed = self.call_policy(|p, view| p.on_thread_start(view, id));
@@ -144,6 +145,9 @@ impl<'a> Simulation<'a> {
                 let before = self.obs[t].data_fragment;
                 self.obs[t].data_fragment = next.data_fragment.map(|d| d as u64);
                 self.changes.note(t);
+                if self.obs[t].data_fragment != before {
+                    self.lifecycle_changes.note(t);
+                }
                 self.hint_fragment_change(t, before);
                 let late = self.jitter.wake_delay_ns(ns);
                 self.push(self.now + ns + late, Event::Wake { thread: t });
@@ -155,7 +159,11 @@ impl<'a> Simulation<'a> {
     pub(super) fn load_phase(&mut self, t: ThreadId, c: CoreId) {
         let phase = self.phase_of(t);
         self.threads[t].remaining = phase.instructions;
-        self.obs[t].data_fragment = phase.data_fragment.map(|d| d as u64);
+        let fragment = phase.data_fragment.map(|d| d as u64);
+        if self.obs[t].data_fragment != fragment {
+            self.lifecycle_changes.note(t);
+        }
+        self.obs[t].data_fragment = fragment;
         self.changes.note(t);
         self.refresh_phase_cache(t, c);
         // Footprint change on the LLC.
@@ -204,11 +212,13 @@ impl<'a> Simulation<'a> {
         let t = self.undispatch(c);
         self.obs[t].state = ThreadState::Blocked;
         self.changes.note(t);
+        self.lifecycle_changes.note(t);
         self.threads[t].lag = self.threads[t].vruntime - self.cores[c].min_vruntime;
         self.need_pick.push(c);
     }
 
     pub(super) fn wake(&mut self, t: ThreadId) {
+        self.lifecycle_changes.note(t);
         let core = self.place_wake(t);
         self.enqueue(t, core);
     }
@@ -223,6 +233,7 @@ impl<'a> Simulation<'a> {
     pub(super) fn finish_exit(&mut self, t: ThreadId) {
         self.obs[t].state = ThreadState::Exited;
         self.changes.note(t);
+        self.lifecycle_changes.note(t);
         self.threads[t].end_ns = Some(self.now);
         self.call_policy(|p, view| p.on_thread_exit(view, t));
         let a = self.threads[t].app;

@@ -138,6 +138,8 @@ pub struct Simulation<'a> {
     changes: changes::ChangeLog,
     /// Of those, the threads whose resident pages changed.
     resident_changes: changes::ChangeLog,
+    /// Of those, the threads that started, blocked, woke, exited or changed data fragment.
+    lifecycle_changes: changes::ChangeLog,
     cores: IdVec<CoreId, SimCore>,
     /// Each core's waiting threads.
     queues: IdVec<CoreId, RunQueue>,
@@ -252,6 +254,7 @@ impl<'a> Simulation<'a> {
             obs: IdVec::new(),
             changes: changes::ChangeLog::default(),
             resident_changes: changes::ChangeLog::default(),
+            lifecycle_changes: changes::ChangeLog::default(),
             cores,
             queues: IdVec::from_vec(vec![RunQueue::new(); n]),
             core_obs: IdVec::from_vec(vec![CoreObs::default(); n]),

@@ -36,6 +36,7 @@ impl<'a> Simulation<'a> {
             run_queues: Some(&queues),
             changed: Some(self.changes.threads()),
             resident_changed: Some(self.resident_changes.threads()),
+            lifecycle_changed: Some(self.lifecycle_changes.threads()),
         };
         let r = call(self.policy.as_mut(), &view);
         self.policy_time += t0.elapsed();
@@ -67,6 +68,7 @@ impl<'a> Simulation<'a> {
         if clear_changes {
             self.changes.clear();
             self.resident_changes.clear();
+            self.lifecycle_changes.clear();
         }
         for p in out.drain(..) {
             self.apply_placement(p);
@@ -100,6 +102,7 @@ impl<'a> Simulation<'a> {
             run_queues: None,
             changed: None,
             resident_changed: None,
+            lifecycle_changed: None,
         };
         // A core a placement of this decision emptied gets its own idle call next.
         let pending: hetsched_core::CpuSet = self.need_pick.iter().copied().collect();
@@ -136,6 +139,7 @@ impl<'a> Simulation<'a> {
             run_queues: None,
             changed: None,
             resident_changed: None,
+            lifecycle_changed: None,
         };
         let policy = &self.policy;
         let queued = self.queued.iter().flat_map(|b| self.queues[b].threads());

@@ -363,6 +363,7 @@ impl Hetsched {
             run_queues: None,
             changed: None,
             resident_changed: None,
+            lifecycle_changed: None,
             ..*view
         };
         Some(f(policy, &v))
@@ -558,6 +559,7 @@ impl Policy for Hetsched {
                 let v = View {
                     changed: None,
                     resident_changed: None,
+                    lifecycle_changed: None,
                     ..*view
                 };
                 self.with_part(&v, p, |pol, v| pol.rebalance(v, out));
