@@ -22,6 +22,12 @@
 //! and several at once, services beside programs, phase changers, over- and under-subscription,
 //! staggered arrivals with a data-sharing job.
 //!
+//! A fourth set (`tests/user_files/numa/`: 8 machines and 6 workloads, 48 pairs) was written by
+//! someone who had not read the policies, to check from outside how barrier jobs fare on NUMA
+//! machines: 2-4 nodes, equal and unequal, fast cores in one node, in some or spread over all,
+//! duty-cycled classes, capacities given; a barrier job alone, two of them, beside batch programs,
+//! with a written shared fragment, over-subscribed, and a control without barriers.
+//!
 //! `cargo test --release -p hetsched-sim --test user_files grid -- --ignored --nocapture` prints
 //! every pair of every set against the baseline and the best other policy.
 
@@ -35,10 +41,11 @@ use std::path::{Path, PathBuf};
 
 /// The sets of files, each a directory of `tests/user_files` with `machines/` and `workloads/`,
 /// and its name in reports.
-const SETS: [(&str, &str); 3] = [
+const SETS: [(&str, &str); 4] = [
     (".", "first set"),
     ("second", "second set"),
     ("third", "third set"),
+    ("numa", "NUMA barrier set"),
 ];
 
 /// The `.toml` files of `tests/user_files/{dir}`, by name.
