@@ -228,6 +228,17 @@ pub struct View<'a> {
 }
 
 impl<'a> View<'a> {
+    /// The same view without the backend's change logs: for a reader whose last look at the
+    /// threads is not the backend's last balance, to which the logs date back.
+    pub fn without_logs(&self) -> View<'a> {
+        View {
+            changed: None,
+            resident_changed: None,
+            lifecycle_changed: None,
+            ..*self
+        }
+    }
+
     pub fn thread(&self, id: ThreadId) -> &'a ThreadObs {
         &self.threads[id.index()]
     }

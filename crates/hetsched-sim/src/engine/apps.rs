@@ -72,8 +72,6 @@ impl<'a> Simulation<'a> {
                     .push(crate::baseline::summarise(&obs.allowed, self.summary_span));
                 self.obs.push(obs);
                 self.changes.add_thread(id);
-                self.resident_changes.add_thread(id);
-                self.lifecycle_changes.add_thread(id);
                 self.apps[app_idx].live += 1;
                 // The policy may restrict the thread before it first runs.
                 let placed = self.call_policy(|p, view| p.on_thread_start(view, id));
@@ -144,9 +142,10 @@ impl<'a> Simulation<'a> {
                 self.threads[t].remaining = next.instructions;
                 let before = self.obs[t].data_fragment;
                 self.obs[t].data_fragment = next.data_fragment.map(|d| d as u64);
-                self.changes.note(t);
-                if self.obs[t].data_fragment != before {
-                    self.lifecycle_changes.note(t);
+                if self.obs[t].data_fragment == before {
+                    self.changes.note(t);
+                } else {
+                    self.changes.note_lifecycle(t);
                 }
                 self.hint_fragment_change(t, before);
                 let late = self.jitter.wake_delay_ns(ns);
@@ -160,11 +159,12 @@ impl<'a> Simulation<'a> {
         let phase = self.phase_of(t);
         self.threads[t].remaining = phase.instructions;
         let fragment = phase.data_fragment.map(|d| d as u64);
-        if self.obs[t].data_fragment != fragment {
-            self.lifecycle_changes.note(t);
+        if self.obs[t].data_fragment == fragment {
+            self.changes.note(t);
+        } else {
+            self.changes.note_lifecycle(t);
         }
         self.obs[t].data_fragment = fragment;
-        self.changes.note(t);
         self.refresh_phase_cache(t, c);
         // Footprint change on the LLC.
         if let Some(l) = self.cores[c].llc {
@@ -211,14 +211,13 @@ impl<'a> Simulation<'a> {
     pub(super) fn block(&mut self, c: CoreId) {
         let t = self.undispatch(c);
         self.obs[t].state = ThreadState::Blocked;
-        self.changes.note(t);
-        self.lifecycle_changes.note(t);
+        self.changes.note_lifecycle(t);
         self.threads[t].lag = self.threads[t].vruntime - self.cores[c].min_vruntime;
         self.need_pick.push(c);
     }
 
     pub(super) fn wake(&mut self, t: ThreadId) {
-        self.lifecycle_changes.note(t);
+        self.changes.note_lifecycle(t);
         let core = self.place_wake(t);
         self.enqueue(t, core);
     }
@@ -232,8 +231,7 @@ impl<'a> Simulation<'a> {
     /// Bookkeeping of a thread that is off every core and queue.
     pub(super) fn finish_exit(&mut self, t: ThreadId) {
         self.obs[t].state = ThreadState::Exited;
-        self.changes.note(t);
-        self.lifecycle_changes.note(t);
+        self.changes.note_lifecycle(t);
         self.threads[t].end_ns = Some(self.now);
         self.call_policy(|p, view| p.on_thread_exit(view, t));
         let a = self.threads[t].app;

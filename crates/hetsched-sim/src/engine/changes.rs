@@ -1,8 +1,67 @@
-//! The log of threads whose observation changed since the policy's last periodic balance
-//! ([`hetsched_core::View::changed`]): each thread once, so that a policy keeping per-thread state
-//! pays for what changed, not for every thread, at each balance.
+//! The logs of threads whose observation changed since the policy's last periodic balance
+//! ([`hetsched_core::View::changed`], and of those the ones whose resident pages or whose
+//! lifecycle changed): each thread once a log, so that a policy keeping per-thread state pays for
+//! what changed, not for every thread, at each balance.
 
 use hetsched_core::{IdVec, ThreadId};
+
+/// The three logs a view hands over; a change of resident pages or of lifecycle is a change too.
+#[derive(Debug, Default)]
+pub(crate) struct ChangeLogs {
+    all: ChangeLog,
+    resident: ChangeLog,
+    lifecycle: ChangeLog,
+}
+
+impl ChangeLogs {
+    /// A thread has just been created (a start is a change of every kind).
+    pub(crate) fn add_thread(&mut self, t: ThreadId) {
+        self.all.add_thread(t);
+        self.resident.add_thread(t);
+        self.lifecycle.add_thread(t);
+    }
+
+    /// Something of `t`'s observation changed ([`hetsched_core::View::changed`]).
+    #[inline]
+    pub(crate) fn note(&mut self, t: ThreadId) {
+        self.all.note(t);
+    }
+
+    /// `t`'s resident pages changed ([`hetsched_core::View::resident_changed`]).
+    pub(crate) fn note_resident(&mut self, t: ThreadId) {
+        self.all.note(t);
+        self.resident.note(t);
+    }
+
+    /// `t` blocked, woke, exited or changed data fragment
+    /// ([`hetsched_core::View::lifecycle_changed`]).
+    pub(crate) fn note_lifecycle(&mut self, t: ThreadId) {
+        self.all.note(t);
+        self.lifecycle.note(t);
+    }
+
+    /// Every thread noted since the last clear.
+    pub(crate) fn threads(&self) -> &[ThreadId] {
+        self.all.threads()
+    }
+
+    /// Those whose resident pages changed.
+    pub(crate) fn resident(&self) -> &[ThreadId] {
+        self.resident.threads()
+    }
+
+    /// Those whose lifecycle changed.
+    pub(crate) fn lifecycle(&self) -> &[ThreadId] {
+        self.lifecycle.threads()
+    }
+
+    /// Start new logs.
+    pub(crate) fn clear(&mut self) {
+        self.all.clear();
+        self.resident.clear();
+        self.lifecycle.clear();
+    }
+}
 
 /// Threads noted since the last [`ChangeLog::clear`], each once.
 #[derive(Debug, Default)]

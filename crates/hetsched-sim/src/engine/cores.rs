@@ -267,7 +267,7 @@ impl<'a> Simulation<'a> {
             self.memory_placed = true;
             self.cores[c].cur_lat = self.mem_latency(t, c);
             self.obs[t].resident_bytes[node] = self.threads[t].bytes_per_node[node] as u64;
-            self.resident_changes.note(t);
+            self.changes.note_resident(t);
         }
         // min_vruntime: the smallest of the running and queued threads, never decreasing.
         let m = self.threads[t].vruntime.min(self.queues[c].min_vruntime());

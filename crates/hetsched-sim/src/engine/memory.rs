@@ -156,8 +156,7 @@ impl<'a> Simulation<'a> {
                 th.bytes_per_node[node] = (th.bytes_per_node[node] - take).max(0.0);
                 th.total_bytes = (th.total_bytes - take).max(0.0);
                 self.obs[owner].resident_bytes[node] = th.bytes_per_node[node] as u64;
-                self.changes.note(owner);
-                self.resident_changes.note(owner);
+                self.changes.note_resident(owner);
             }
         }
     }
@@ -230,8 +229,7 @@ impl<'a> Simulation<'a> {
                     th.bytes_per_node[to] += take;
                     self.obs[owner].resident_bytes[src] = th.bytes_per_node[src] as u64;
                     self.obs[owner].resident_bytes[to] = th.bytes_per_node[to] as u64;
-                    self.changes.note(owner);
-                    self.resident_changes.note(owner);
+                    self.changes.note_resident(owner);
                     moved_by_owner.push((owner, take));
                 }
             }

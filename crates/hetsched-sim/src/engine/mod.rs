@@ -134,12 +134,9 @@ pub struct Simulation<'a> {
     /// Per spec, per thread group: the index of its first phase in `phases`.
     phase_base: Vec<Vec<u32>>,
     obs: IdVec<ThreadId, ThreadObs>,
-    /// Threads whose observation changed since the policy's last periodic balance.
-    changes: changes::ChangeLog,
-    /// Of those, the threads whose resident pages changed.
-    resident_changes: changes::ChangeLog,
-    /// Of those, the threads that started, blocked, woke, exited or changed data fragment.
-    lifecycle_changes: changes::ChangeLog,
+    /// Threads whose observation changed since the policy's last periodic balance, and of those
+    /// the ones whose resident pages or lifecycle changed.
+    changes: changes::ChangeLogs,
     cores: IdVec<CoreId, SimCore>,
     /// Each core's waiting threads.
     queues: IdVec<CoreId, RunQueue>,
@@ -252,9 +249,7 @@ impl<'a> Simulation<'a> {
             phases,
             phase_base,
             obs: IdVec::new(),
-            changes: changes::ChangeLog::default(),
-            resident_changes: changes::ChangeLog::default(),
-            lifecycle_changes: changes::ChangeLog::default(),
+            changes: changes::ChangeLogs::default(),
             cores,
             queues: IdVec::from_vec(vec![RunQueue::new(); n]),
             core_obs: IdVec::from_vec(vec![CoreObs::default(); n]),

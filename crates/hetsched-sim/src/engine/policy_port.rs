@@ -35,8 +35,8 @@ impl<'a> Simulation<'a> {
             cores: self.core_obs.as_slice(),
             run_queues: Some(&queues),
             changed: Some(self.changes.threads()),
-            resident_changed: Some(self.resident_changes.threads()),
-            lifecycle_changed: Some(self.lifecycle_changes.threads()),
+            resident_changed: Some(self.changes.resident()),
+            lifecycle_changed: Some(self.changes.lifecycle()),
         };
         let r = call(self.policy.as_mut(), &view);
         self.policy_time += t0.elapsed();
@@ -67,8 +67,6 @@ impl<'a> Simulation<'a> {
         self.call_policy(|p, view| call(p, view, &mut out));
         if clear_changes {
             self.changes.clear();
-            self.resident_changes.clear();
-            self.lifecycle_changes.clear();
         }
         for p in out.drain(..) {
             self.apply_placement(p);

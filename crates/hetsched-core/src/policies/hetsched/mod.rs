@@ -361,10 +361,7 @@ impl Hetsched {
             threads: masked,
             // The backend's queues hold the other parts' threads too.
             run_queues: None,
-            changed: None,
-            resident_changed: None,
-            lifecycle_changed: None,
-            ..*view
+            ..view.without_logs()
         };
         Some(f(policy, &v))
     }
@@ -552,18 +549,10 @@ impl Policy for Hetsched {
             // not balance then must not take it for the changes since its own last balance.
             let continuous = self.balanced_in[p.index()] == Some(self.balances - 1);
             self.balanced_in[p.index()] = Some(self.balances);
+            let unlogged = view.without_logs();
+            let v = if continuous { view } else { &unlogged };
             let from = out.len();
-            if continuous {
-                self.with_part(view, p, |pol, v| pol.rebalance(v, out));
-            } else {
-                let v = View {
-                    changed: None,
-                    resident_changed: None,
-                    lifecycle_changed: None,
-                    ..*view
-                };
-                self.with_part(&v, p, |pol, v| pol.rebalance(v, out));
-            }
+            self.with_part(v, p, |pol, v| pol.rebalance(v, out));
             if p == Part::Amps {
                 amps_moved.extend(out[from..].iter().map(|x| x.thread));
             }
