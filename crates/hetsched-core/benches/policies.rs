@@ -67,7 +67,6 @@ fn bench(c: &mut Criterion) {
         threads: &threads,
         cores: &cores,
         run_queues: None,
-        changed: None,
         resident_changed: None,
         lifecycle_changed: None,
     };
@@ -91,7 +90,6 @@ fn bench(c: &mut Criterion) {
     let queues = Queues(queues);
     let queued_view = View {
         run_queues: Some(&queues),
-        changed: None,
         resident_changed: None,
         lifecycle_changed: None,
         ..view
@@ -156,7 +154,6 @@ fn bench_hetsched(c: &mut Criterion) {
             threads: &threads,
             cores: &cores,
             run_queues: None,
-            changed: None,
             resident_changed: None,
             lifecycle_changed: None,
         };
@@ -196,7 +193,6 @@ fn bench_hass(c: &mut Criterion) {
             threads: &threads,
             cores: &cores,
             run_queues: None,
-            changed: None,
             resident_changed: None,
             lifecycle_changed: None,
         };
@@ -223,7 +219,6 @@ fn bench_hass(c: &mut Criterion) {
                     threads: &ts,
                     cores: &cores,
                     run_queues: None,
-                    changed: None,
                     resident_changed: None,
                     lifecycle_changed: None,
                 };

@@ -212,18 +212,14 @@ pub struct View<'a> {
     /// A view whose `threads` differ from the backend's (a part of a combined policy sees the
     /// other parts' threads as exited) has `None`.
     pub run_queues: Option<&'a dyn RunQueues>,
-    /// The threads whose observation changed since the policy's `rebalance` was last called
-    /// (started, changed state or core, billed CPU time, changed process, fragment, mask or
-    /// resident pages), each once, in no order, when the backend keeps such a log; `None`: any
-    /// thread may have changed. A policy that keeps per-thread state reads these instead of every
+    /// The threads whose resident pages changed (in size or node) since the policy's `rebalance`
+    /// was last called, each once, in no order, when the backend keeps such a log; `None`: any
+    /// thread's may have. A policy that keeps per-thread state reads these instead of every
     /// thread. A view whose `threads` differ from the backend's has `None`.
-    pub changed: Option<&'a [ThreadId]>,
-    /// Of those, the threads whose resident pages changed (in size or node), under the same
-    /// rules; `None`: any thread's may have.
     pub resident_changed: Option<&'a [ThreadId]>,
-    /// Of those, the threads that started, blocked, woke, exited, or changed process or data
-    /// fragment (not those only billed, queued or dispatched), under the same rules; `None`: any
-    /// thread may have.
+    /// The threads that started, blocked, woke, exited, or changed process or data fragment (not
+    /// those only billed, queued or dispatched), under the same rules; `None`: any thread may
+    /// have.
     pub lifecycle_changed: Option<&'a [ThreadId]>,
 }
 
@@ -232,7 +228,6 @@ impl<'a> View<'a> {
     /// threads is not the backend's last balance, to which the logs date back.
     pub fn without_logs(&self) -> View<'a> {
         View {
-            changed: None,
             resident_changed: None,
             lifecycle_changed: None,
             ..*self

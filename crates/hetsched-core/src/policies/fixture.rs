@@ -16,7 +16,6 @@ pub(crate) fn view<'a>(
         threads,
         cores,
         run_queues: None,
-        changed: None,
         resident_changed: None,
         lifecycle_changed: None,
     }

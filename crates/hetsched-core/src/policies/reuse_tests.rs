@@ -122,7 +122,6 @@ impl Driver {
             threads: &self.threads,
             cores: &cores,
             run_queues: None,
-            changed: None,
             resident_changed: None,
             lifecycle_changed: None,
         };

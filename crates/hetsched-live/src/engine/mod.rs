@@ -459,7 +459,6 @@ impl Engine {
             threads: &self.obs,
             cores: &self.cores,
             run_queues: None,
-            changed: None,
             resident_changed: None,
             lifecycle_changed: None,
         };

@@ -20,20 +20,36 @@ const MAX_FAILED_DESTINATIONS: usize = 16;
 /// by two or more. Among equally loaded sources a nearer one (same LLC, then same node) is tried
 /// first. Each step is O(n); destinations that find nothing they may run are skipped, at most
 /// [`MAX_FAILED_DESTINATIONS`] of them, so a balance is O(n × (moves + 16)).
-pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut dyn BalancePort) {
-    let mut load: Vec<u32> = port.view().cores.iter().map(|c| c.runnable).collect();
+pub(super) fn periodic_balance(
+    rng: &mut SeededRng,
+    scratch: &mut Scratch,
+    capacity: &[f64],
+    port: &mut dyn BalancePort,
+) {
+    let Scratch {
+        places,
+        load,
+        pc,
+        order,
+        failed,
+    } = scratch;
+    load.clear();
+    load.extend(port.view().cores.iter().map(|c| c.runnable));
     let n = load.len();
     let per_cap = |load: &[u32], c: usize| f64::from(load[c]) / capacity[c];
     let after_pull = |load: &[u32], c: usize| f64::from(load[c] + 1) / capacity[c];
-    let busiest = (0..n).map(|c| per_cap(&load, c)).fold(f64::MIN, f64::max);
-    let idlest = (0..n)
-        .map(|c| after_pull(&load, c))
-        .fold(f64::MAX, f64::min);
+    // Each core's load per capacity, updated move by move (the scans below read it n times a
+    // step).
+    pc.clear();
+    pc.extend((0..n).map(|c| per_cap(load, c)));
+    let busiest = pc.iter().copied().fold(f64::MIN, f64::max);
+    let idlest = (0..n).map(|c| after_pull(load, c)).fold(f64::MAX, f64::min);
     if busiest <= idlest {
         return;
     }
     // Seeded shuffle: ties between equally loaded destinations go by this order.
-    let mut order: Vec<usize> = (0..n).collect();
+    order.clear();
+    order.extend(0..n);
     for i in (1..n).rev() {
         let j = rng.below(i + 1);
         order.swap(i, j);
@@ -44,18 +60,19 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
     if port.view().waiting_may_move == 0 {
         return;
     }
-    // Where each core is, read once: the nearness of every candidate source is asked for every
-    // destination tried.
-    let places = Places::of(port.view().topology);
-    let mut failed = vec![false; n];
+    // Where each core is, read once a run: the nearness of every candidate source is asked for
+    // every destination tried.
+    let places = match places {
+        Some(p) if p.place.len() == n => p,
+        _ => places.insert(Places::of(port.view().topology)),
+    };
+    failed.clear();
+    failed.resize(n, false);
     let mut failures = 0;
     let mut moves = 0;
-    // Each core's load per capacity, updated move by move (the scans below read it n times a
-    // step).
-    let mut pc: Vec<f64> = (0..n).map(|c| per_cap(&load, c)).collect();
     // The cores with a waiting thread, most loaded first, then by index ([`by_load`]): the order
     // of the candidate sources a destination finds outside its node and LLC, kept move by move.
-    let mut sources = sources_by_load(&pc, port.view().queued);
+    let mut sources = sources_by_load(pc, port.view().queued);
     while failures < MAX_FAILED_DESTINATIONS && moves < 2 * n {
         let Some(&c) = order
             .iter()
@@ -65,8 +82,7 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
             break;
         };
         let rq = port.view();
-        let candidates =
-            candidate_sources(&places, &pc, rq.queued, &sources, c, after_pull(&load, c));
+        let candidates = candidate_sources(places, pc, rq.queued, &sources, c, after_pull(load, c));
         if candidates.is_empty() {
             break;
         }
@@ -80,19 +96,19 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
         match pick {
             Some((b, t)) => {
                 port.move_thread(t, to);
-                for k in [by_load(&pc, b), by_load(&pc, c)] {
+                for k in [by_load(pc, b), by_load(pc, c)] {
                     if let Ok(i) = sources.binary_search(&k) {
                         sources.remove(i);
                     }
                 }
                 load[b] -= 1;
                 load[c] += 1;
-                pc[b] = per_cap(&load, b);
-                pc[c] = per_cap(&load, c);
+                pc[b] = per_cap(load, b);
+                pc[c] = per_cap(load, c);
                 let queued = port.view().queued;
                 for k in [b, c] {
                     if queued.contains(CoreId::from_index(k)) {
-                        let key = by_load(&pc, k);
+                        let key = by_load(pc, k);
                         let at = sources.partition_point(|&x| x < key);
                         sources.insert(at, key);
                     }
@@ -107,8 +123,20 @@ pub(super) fn periodic_balance(rng: &mut SeededRng, capacity: &[f64], port: &mut
     }
 }
 
+/// What one periodic balance keeps for the next: where each core is (a run's machine does not
+/// change) and its working vectors, so that a balance of a large machine allocates nothing.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Scratch {
+    places: Option<Places>,
+    load: Vec<u32>,
+    pc: Vec<f64>,
+    order: Vec<usize>,
+    failed: Vec<bool>,
+}
+
 /// Where each core is: its LLC and node, and the cores of each node and of each LLC in index
 /// order.
+#[derive(Clone, Debug)]
 struct Places {
     place: Vec<(Option<LlcId>, NodeId)>,
     node_cores: Vec<Vec<usize>>,

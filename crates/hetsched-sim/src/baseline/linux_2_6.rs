@@ -24,7 +24,7 @@
 //! speed plays no part.
 
 use super::linux_cfs::LinuxCfs;
-use super::{balance, BalancePort, Baseline, RunQueueView};
+use super::{BalancePort, Baseline, RunQueueView};
 use hetsched_core::{CoreId, ThreadId};
 
 /// The baseline's name.
@@ -96,7 +96,7 @@ impl Baseline for Linux26 {
         if tick.is_multiple_of(BUSY_BALANCE_TICKS) {
             let n = port.view().num_cores();
             self.equal_capacity.resize(n, 1.0);
-            balance::periodic_balance(self.cfs.rng(), &self.equal_capacity, port);
+            self.cfs.periodic_balance(&self.equal_capacity, port);
         }
     }
 }

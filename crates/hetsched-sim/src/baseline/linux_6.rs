@@ -29,7 +29,7 @@
 //! averaged with a 32 ms half-life; it is brought up to date when the baseline looks at a thread.
 
 use super::linux_cfs::{LinuxCfs, BALANCE_TICKS};
-use super::{balance, BalancePort, Baseline, RunQueueView};
+use super::{BalancePort, Baseline, RunQueueView};
 use hetsched_core::{CoreId, CpuSet, Id, ThreadId};
 
 /// The baseline's name.
@@ -298,7 +298,7 @@ impl Baseline for Linux6 {
             return;
         }
         self.learn_machine(&port.view());
-        balance::periodic_balance(self.cfs.rng(), &self.caps.of, port);
+        self.cfs.periodic_balance(&self.caps.of, port);
         if !self.caps.asymmetric {
             return;
         }

@@ -31,6 +31,9 @@ pub const BALANCE_TICKS: u64 = 2;
 #[derive(Clone, Debug)]
 pub struct LinuxCfs {
     rng: SeededRng,
+    /// What the periodic balance keeps between runs of it (a baseline built on this one uses it
+    /// too).
+    balance: balance::Scratch,
     /// One per core: the balance weighs every core alike.
     equal_capacity: Vec<f64>,
 }
@@ -40,17 +43,24 @@ impl LinuxCfs {
     pub fn new(seed: u64) -> Self {
         Self {
             rng: SeededRng::new(seed),
+            balance: balance::Scratch::default(),
             equal_capacity: Vec::new(),
         }
     }
 
-    /// A uniformly chosen core of `t`'s allowed set that is idle with nothing queued, preferring
-    /// (when `near` is given) those sharing that core's LLC. Seeded; allocates nothing.
     /// The generator of the seeded tie-breaks (a baseline built on this one shares it).
     pub(super) fn rng(&mut self) -> &mut SeededRng {
         &mut self.rng
     }
 
+    /// One periodic balance, `capacity[c]` weighing core `c`'s load
+    /// ([`balance::periodic_balance`]).
+    pub(super) fn periodic_balance(&mut self, capacity: &[f64], port: &mut dyn BalancePort) {
+        balance::periodic_balance(&mut self.rng, &mut self.balance, capacity, port);
+    }
+
+    /// A uniformly chosen core of `t`'s allowed set that is idle with nothing queued, preferring
+    /// (when `near` is given) those sharing that core's LLC. Seeded; allocates nothing.
     pub(super) fn random_free(
         &mut self,
         rq: &RunQueueView<'_>,
@@ -84,8 +94,16 @@ impl LinuxCfs {
     /// A uniformly chosen least-loaded core of the thread's allowed set (seeded).
     pub(super) fn random_least_loaded(&mut self, rq: &RunQueueView<'_>, t: ThreadId) -> CoreId {
         let allowed = rq.allowed(t);
-        let min = allowed.iter().map(|c| rq.runnable(c)).min().unwrap_or(0);
-        let n = allowed.iter().filter(|&c| rq.runnable(c) == min).count();
+        // The least load and how many cores have it, in one pass.
+        let (mut min, mut n) = (u32::MAX, 0);
+        for c in allowed.iter() {
+            let r = rq.runnable(c);
+            if r < min {
+                (min, n) = (r, 1);
+            } else if r == min {
+                n += 1;
+            }
+        }
         let k = self.rng.below(n.max(1));
         allowed
             .iter()
@@ -156,7 +174,7 @@ impl Baseline for LinuxCfs {
         if tick.is_multiple_of(BALANCE_TICKS) {
             let n = port.view().num_cores();
             self.equal_capacity.resize(n, 1.0);
-            balance::periodic_balance(&mut self.rng, &self.equal_capacity, port);
+            balance::periodic_balance(&mut self.rng, &mut self.balance, &self.equal_capacity, port);
         }
     }
 }

@@ -142,9 +142,7 @@ impl<'a> Simulation<'a> {
                 self.threads[t].remaining = next.instructions;
                 let before = self.obs[t].data_fragment;
                 self.obs[t].data_fragment = next.data_fragment.map(|d| d as u64);
-                if self.obs[t].data_fragment == before {
-                    self.changes.note(t);
-                } else {
+                if self.obs[t].data_fragment != before {
                     self.changes.note_lifecycle(t);
                 }
                 self.hint_fragment_change(t, before);
@@ -159,9 +157,7 @@ impl<'a> Simulation<'a> {
         let phase = self.phase_of(t);
         self.threads[t].remaining = phase.instructions;
         let fragment = phase.data_fragment.map(|d| d as u64);
-        if self.obs[t].data_fragment == fragment {
-            self.changes.note(t);
-        } else {
+        if self.obs[t].data_fragment != fragment {
             self.changes.note_lifecycle(t);
         }
         self.obs[t].data_fragment = fragment;

@@ -1,14 +1,15 @@
-//! The logs of threads whose observation changed since the policy's last periodic balance
-//! ([`hetsched_core::View::changed`], and of those the ones whose resident pages or whose
-//! lifecycle changed): each thread once a log, so that a policy keeping per-thread state pays for
-//! what changed, not for every thread, at each balance.
+//! The logs of threads whose resident pages ([`hetsched_core::View::resident_changed`]) or whose
+//! lifecycle ([`hetsched_core::View::lifecycle_changed`]) changed since the policy's last periodic
+//! balance: each thread once a log, so that a policy keeping per-thread state pays for what
+//! changed, not for every thread, at each balance. A thread only billed, queued or dispatched is
+//! in neither: noting those (every tick of every core) cost the engine's hot path more than any
+//! policy saved by reading them.
 
 use hetsched_core::{IdVec, ThreadId};
 
-/// The three logs a view hands over; a change of resident pages or of lifecycle is a change too.
+/// The two logs a view hands over.
 #[derive(Debug, Default)]
 pub(crate) struct ChangeLogs {
-    all: ChangeLog,
     resident: ChangeLog,
     lifecycle: ChangeLog,
 }
@@ -16,33 +17,19 @@ pub(crate) struct ChangeLogs {
 impl ChangeLogs {
     /// A thread has just been created (a start is a change of every kind).
     pub(crate) fn add_thread(&mut self, t: ThreadId) {
-        self.all.add_thread(t);
         self.resident.add_thread(t);
         self.lifecycle.add_thread(t);
     }
 
-    /// Something of `t`'s observation changed ([`hetsched_core::View::changed`]).
-    #[inline]
-    pub(crate) fn note(&mut self, t: ThreadId) {
-        self.all.note(t);
-    }
-
     /// `t`'s resident pages changed ([`hetsched_core::View::resident_changed`]).
     pub(crate) fn note_resident(&mut self, t: ThreadId) {
-        self.all.note(t);
         self.resident.note(t);
     }
 
     /// `t` blocked, woke, exited or changed data fragment
     /// ([`hetsched_core::View::lifecycle_changed`]).
     pub(crate) fn note_lifecycle(&mut self, t: ThreadId) {
-        self.all.note(t);
         self.lifecycle.note(t);
-    }
-
-    /// Every thread noted since the last clear.
-    pub(crate) fn threads(&self) -> &[ThreadId] {
-        self.all.threads()
     }
 
     /// Those whose resident pages changed.
@@ -57,7 +44,6 @@ impl ChangeLogs {
 
     /// Start new logs.
     pub(crate) fn clear(&mut self) {
-        self.all.clear();
         self.resident.clear();
         self.lifecycle.clear();
     }

@@ -26,7 +26,6 @@ impl<'a> Simulation<'a> {
         self.threads[t].vruntime = self.cores[c].min_vruntime + lag;
         self.obs[t].state = ThreadState::Runnable;
         self.obs[t].cpu = Some(core);
-        self.changes.note(t);
         let vr = self.threads[t].vruntime;
         self.queue_push(c, vr, t);
         self.core_obs[c].runnable += 1;
@@ -67,7 +66,6 @@ impl<'a> Simulation<'a> {
         self.may_move[t] = may_move;
         self.allowed_summary[t] = crate::baseline::summarise(&allowed, self.summary_span);
         self.obs[t].allowed = allowed;
-        self.changes.note(t);
     }
 
     /// Take a queued (not running) thread off its core's queue.
@@ -89,7 +87,6 @@ impl<'a> Simulation<'a> {
         self.idle.remove(c);
         self.obs[t].state = ThreadState::Running;
         self.obs[t].cpu = Some(c);
-        self.changes.note(t);
         let mut penalty = 0.0;
         if self.cores[c].last_thread != Some(t) {
             penalty += CONTEXT_SWITCH_NS;
@@ -221,7 +218,6 @@ impl<'a> Simulation<'a> {
         th.remaining -= instr;
         th.vruntime += dt as i64;
         th.ideal_ns += instr * ideal;
-        self.changes.note(t);
         let cnt = &mut self.obs[t].counters;
         cnt.cycles += dt * eff_ghz;
         cnt.instructions += instr;

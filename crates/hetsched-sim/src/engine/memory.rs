@@ -34,7 +34,6 @@ impl<'a> Simulation<'a> {
         let line = self.llcs[l].line;
         let lines = bytes / line;
         self.obs[t].counters.llc_misses += lines;
-        self.changes.note(t);
         self.llc_misses += lines;
         self.serve_from_memory(t, lines, line, demand);
     }

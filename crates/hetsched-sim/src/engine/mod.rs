@@ -579,7 +579,6 @@ impl<'a> Simulation<'a> {
             // Preempt: back to the same queue, keeping its vruntime.
             self.undispatch(c);
             self.obs[cur].state = ThreadState::Runnable;
-            self.changes.note(cur);
             let vr = self.threads[cur].vruntime;
             self.queue_push(c, vr, cur);
             self.core_obs[c].runnable += 1;

@@ -34,7 +34,6 @@ impl<'a> Simulation<'a> {
             threads: self.obs.as_slice(),
             cores: self.core_obs.as_slice(),
             run_queues: Some(&queues),
-            changed: Some(self.changes.threads()),
             resident_changed: Some(self.changes.resident()),
             lifecycle_changed: Some(self.changes.lifecycle()),
         };
@@ -98,7 +97,6 @@ impl<'a> Simulation<'a> {
             threads: self.obs.as_slice(),
             cores: self.core_obs.as_slice(),
             run_queues: None,
-            changed: None,
             resident_changed: None,
             lifecycle_changed: None,
         };
@@ -135,7 +133,6 @@ impl<'a> Simulation<'a> {
             threads: self.obs.as_slice(),
             cores: self.core_obs.as_slice(),
             run_queues: None,
-            changed: None,
             resident_changed: None,
             lifecycle_changed: None,
         };

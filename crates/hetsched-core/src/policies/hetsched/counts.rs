@@ -14,7 +14,7 @@
 //! competes whatever its CPU time, and one that blocks is in the log, its CPU time read then (it
 //! ran since it last blocked, so its window starts at that count, as a count of every thread
 //! starts it). On 16,384 threads a count of every thread read two observation lines a thread, a
-//! fifth of the policy's run; the log of every changed thread ([`View::changed`]: about 2,000
+//! fifth of the policy's run; a log of every thread whose observation changed (about 2,000
 //! between two balances, since every preemption and bill is a change) still cost 6% of it.
 
 use super::{Hetsched, ACTIVE_WINDOW_NS, AMPS_BALANCE_PERIOD_NS};
