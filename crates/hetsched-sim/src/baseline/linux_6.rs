@@ -194,6 +194,11 @@ impl Linux6 {
         t: ThreadId,
         util: f64,
     ) -> Option<CoreId> {
+        // No idle core, no candidate: answered without the thread's allowed set, which on a
+        // loaded machine is a cache miss or two at every wake-up for nothing.
+        if rq.idle.is_empty() {
+            return None;
+        }
         let prev = rq.cpu(t);
         let scope = prev.map(|p| &self.caps.asym_scope[p.index()]);
         let free = || {

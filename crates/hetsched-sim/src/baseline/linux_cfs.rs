@@ -67,6 +67,10 @@ impl LinuxCfs {
         t: ThreadId,
         near: Option<CoreId>,
     ) -> Option<CoreId> {
+        // No idle core, no candidate (and no draw): answered without the thread's allowed set.
+        if rq.idle.is_empty() {
+            return None;
+        }
         let topo = rq.topology;
         let llc = near.and_then(|c| topo.core(c).llc);
         let ok = |c: CoreId, want_near: bool| {
