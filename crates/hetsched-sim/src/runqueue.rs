@@ -1,21 +1,25 @@
 //! A core's run queue: the threads waiting for it, ordered by (virtual runtime, thread id).
 //!
-//! Queues are short (tens of threads at most per core) and scanned at every tick of every core, so
+//! Queues are short (tens of threads at most per core) and change at every tick of every core, so
 //! they are flat vectors of keys that pack both orderings into one `u128`: the virtual runtime,
 //! sign-flipped so that unsigned order is signed order, in the high half and the thread id in the
-//! low half. A minimum is then one branch-free comparison per entry, and the least key is kept at
-//! hand so a tick asks "would a queued thread preempt?" without a scan.
+//! low half. Beside the keys, a short queue keeps their positions sorted by key, one byte each:
+//! the least key is the last position, so taking it needs no scan of the keys, and a thread
+//! queued at a tick (most often the greatest key) goes in at the front of a few bytes. The least
+//! key is also kept at hand so a tick asks "would a queued thread preempt?" in one comparison.
 //!
 //! A queue that grows past [`INDEX_FROM`] entries (hundreds of thousands of threads on a few
 //! cores) also keeps its keys in order and each thread's position, so that finding the next least
 //! key and removing a thread cost a logarithm instead of a scan per pick. The flat vector keeps its
 //! order either way, so what a caller iterates is the same with or without the index.
 
+use hetsched_core::prefetch::prefetch;
 use hetsched_core::ThreadId;
 use std::collections::{BTreeSet, HashMap};
 
-/// Queue length from which the ordered index is kept: below it a scan of a few cache lines is
-/// faster than the index's upkeep.
+/// Queue length from which the ordered index is kept: below it the sorted positions (a few cache
+/// lines of keys, one byte of order per key) are faster than the index's upkeep. At most 256, so
+/// that a position fits in the byte of `RunQueue::order`.
 const INDEX_FROM: usize = 64;
 
 /// One queue entry, packed. Keys are unique because thread ids are.
@@ -46,6 +50,9 @@ pub struct RunQueue {
     min: Key,
     /// Where the least key is in `keys` (0 when empty).
     min_pos: usize,
+    /// Without the index: every position of `keys`, sorted by key from the greatest to the least
+    /// (the least is popped from the end, and a thread that just ran joins at the front).
+    order: Vec<u8>,
     /// On a long queue: the keys in order, and each queued thread's position in `keys`.
     index: Option<Box<Index>>,
 }
@@ -64,6 +71,7 @@ impl RunQueue {
             keys: Vec::new(),
             min: Key::MAX,
             min_pos: 0,
+            order: Vec::new(),
             index: None,
         }
     }
@@ -107,7 +115,10 @@ impl RunQueue {
         if let Some(ix) = &mut self.index {
             ix.sorted.insert(k);
             ix.pos.insert(thread.0, self.keys.len() - 1);
-        } else if self.keys.len() > INDEX_FROM {
+        } else if self.keys.len() <= INDEX_FROM {
+            self.insert_order(self.keys.len() - 1);
+        } else {
+            self.order.clear();
             self.index = Some(Box::new(Index {
                 sorted: self.keys.iter().copied().collect(),
                 pos: self
@@ -130,9 +141,31 @@ impl RunQueue {
             self.remove_indexed(self.min_pos);
             return Some(thread_of(first));
         }
-        self.keys.swap_remove(self.min_pos);
-        self.find_least();
+        let pos = self.min_pos;
+        self.order.pop();
+        self.keys.swap_remove(pos);
+        self.moved_to(pos);
+        self.least_from_order();
         Some(thread_of(first))
+    }
+
+    /// Queue `thread` with its virtual runtime and take the thread with the least (vruntime, id),
+    /// as [`RunQueue::push`] then [`RunQueue::pop_first`] would, leaving the keys in the same
+    /// order: a thread preempted at a tick goes back to its queue and the least one runs.
+    pub fn push_pop_first(&mut self, vruntime: i64, thread: ThreadId) -> ThreadId {
+        let k = key(vruntime, thread);
+        if self.index.is_some() || k < self.min {
+            self.push(vruntime, thread);
+            return self.pop_first().unwrap_or(thread);
+        }
+        // The pushed key would go last and, the least being elsewhere, move into the least's
+        // slot: it takes that slot at once.
+        let pos = self.min_pos;
+        let first = std::mem::replace(&mut self.keys[pos], k);
+        self.order.pop();
+        self.insert_order(pos);
+        self.least_from_order();
+        thread_of(first)
     }
 
     /// Remove `thread` if queued; returns its vruntime.
@@ -143,12 +176,10 @@ impl RunQueue {
         }
         let pos = self.keys.iter().position(|&k| thread_of(k) == thread)?;
         let k = self.keys.swap_remove(pos);
-        if k == self.min {
-            self.find_least();
-        } else if self.min_pos == self.keys.len() {
-            // The least key was last: swap_remove moved it into the freed slot.
-            self.min_pos = pos;
-        }
+        let at = self.order.iter().position(|&p| usize::from(p) == pos);
+        self.order.remove(at.unwrap_or_default());
+        self.moved_to(pos);
+        self.least_from_order();
         Some(vruntime_of(k))
     }
 
@@ -157,10 +188,16 @@ impl RunQueue {
         self.keys.iter().map(|&k| (vruntime_of(k), thread_of(k)))
     }
 
-    /// The packed keys themselves (to prefetch them).
+    /// Bring into cache what taking the least thread reads: the sorted positions and every
+    /// line of keys (a hint; no effect on results).
     #[inline]
-    pub(crate) fn keys(&self) -> &[u128] {
-        &self.keys
+    pub(crate) fn prefetch(&self) {
+        if let Some(first) = self.order.first() {
+            prefetch(first);
+        }
+        for chunk in self.keys.chunks(4) {
+            prefetch(&chunk[0]);
+        }
     }
 
     /// The queued threads, in no particular order.
@@ -195,22 +232,54 @@ impl RunQueue {
         }
         if self.keys.len() <= INDEX_FROM / 2 {
             self.index = None;
+            let keys = &self.keys;
+            self.order = (0..keys.len() as u8).collect();
+            self.order
+                .sort_unstable_by(|&a, &b| keys[usize::from(b)].cmp(&keys[usize::from(a)]));
         }
         k
     }
 
-    /// Set `min` and `min_pos` from the keys.
+    /// Put position `pos` of `keys` into `order`, by its key.
     #[inline]
-    fn find_least(&mut self) {
-        let (mut min, mut pos) = (Key::MAX, 0);
-        for (i, &k) in self.keys.iter().enumerate() {
-            if k < min {
-                min = k;
-                pos = i;
+    fn insert_order(&mut self, pos: usize) {
+        let k = self.keys[pos];
+        let keys = &self.keys;
+        // Most often the greatest key (a thread that just ran): at the front, in one comparison.
+        let at = match self.order.first() {
+            Some(&p) if keys[usize::from(p)] > k => {
+                self.order.partition_point(|&p| keys[usize::from(p)] > k)
+            }
+            _ => 0,
+        };
+        self.order.insert(at, pos as u8);
+    }
+
+    /// After a `swap_remove` at `pos`: the key that was last is now at `pos`, so `order` names it
+    /// there.
+    #[inline]
+    fn moved_to(&mut self, pos: usize) {
+        let last = self.keys.len();
+        if pos != last {
+            if let Some(p) = self.order.iter_mut().find(|p| usize::from(**p) == last) {
+                *p = pos as u8;
             }
         }
-        self.min = min;
-        self.min_pos = pos;
+    }
+
+    /// Set `min` and `min_pos` from `order`.
+    #[inline]
+    fn least_from_order(&mut self) {
+        match self.order.last() {
+            Some(&p) => {
+                self.min_pos = usize::from(p);
+                self.min = self.keys[self.min_pos];
+            }
+            None => {
+                self.min = Key::MAX;
+                self.min_pos = 0;
+            }
+        }
     }
 }
 
@@ -236,16 +305,22 @@ mod tests {
         /// the same least entry after every step and the same pops.
         #[test]
         fn agrees_with_an_ordered_set(
-            ops in proptest::collection::vec((0u8..3, -50i64..50, 0u32..24), 0..200)
+            ops in proptest::collection::vec((0u8..4, -50i64..50, 0u32..24), 0..200)
         ) {
             let mut q = RunQueue::new();
             let mut model = BTreeSet::new();
             for (op, vr, id) in ops {
                 let t = ThreadId(id);
+                let queued = model.iter().any(|&(_, x)| x == id);
                 match op {
-                    0 if !model.iter().any(|&(_, x)| x == id) => {
+                    0 if !queued => {
                         q.push(vr, t);
                         model.insert((vr, id));
+                    }
+                    3 if !queued => {
+                        model.insert((vr, id));
+                        let want = model.pop_first().map(|(_, x)| ThreadId(x));
+                        proptest::prop_assert_eq!(Some(q.push_pop_first(vr, t)), want);
                     }
                     1 => {
                         let want = model.pop_first().map(|(_, x)| ThreadId(x));
@@ -272,18 +347,28 @@ mod tests {
         /// swap-removal (what callers iterate does not depend on the index).
         #[test]
         fn long_queues_keep_the_flat_order(
-            ops in proptest::collection::vec((0u8..5, -20i64..20, 0u32..200), 0..1500)
+            ops in proptest::collection::vec((0u8..6, -20i64..20, 0u32..200), 0..1500)
         ) {
             let mut q = RunQueue::new();
             let mut model = BTreeSet::new();
             let mut flat: Vec<(i64, u32)> = Vec::new();
             for (op, vr, id) in ops {
                 let t = ThreadId(id);
+                let queued = model.iter().any(|&(_, x)| x == id);
                 match op {
-                    0..=2 if !model.iter().any(|&(_, x)| x == id) => {
+                    0..=2 if !queued => {
                         q.push(vr, t);
                         model.insert((vr, id));
                         flat.push((vr, id));
+                    }
+                    5 if !queued => {
+                        // As a push then a pop of the least.
+                        model.insert((vr, id));
+                        flat.push((vr, id));
+                        let want = model.pop_first().unwrap();
+                        let pos = flat.iter().position(|&f| f == want).unwrap();
+                        flat.swap_remove(pos);
+                        proptest::prop_assert_eq!(q.push_pop_first(vr, t), ThreadId(want.1));
                     }
                     3 => {
                         let want = model.pop_first();

@@ -44,6 +44,16 @@ impl<'a> Simulation<'a> {
         self.waiting_may_move += self.may_move[t] as u32;
     }
 
+    /// Queue `t` on non-empty `c` with virtual runtime `vr` and take the queue's least, as
+    /// [`Self::queue_push`] then [`Self::pick_next`] without batching by data fragment would.
+    pub(super) fn queue_push_pop(&mut self, c: CoreId, vr: i64, t: ThreadId) -> ThreadId {
+        debug_assert!(!self.queues[c].is_empty() && !self.batch_by_df);
+        let next = self.queues[c].push_pop_first(vr, t);
+        self.waiting_may_move += self.may_move[t] as u32;
+        self.waiting_may_move -= self.may_move[next] as u32;
+        next
+    }
+
     /// Thread `t` has left `c`'s run queue: the counts that follow the queue.
     fn left_queue(&mut self, c: CoreId, t: ThreadId) {
         if self.queues[c].is_empty() {

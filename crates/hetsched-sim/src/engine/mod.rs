@@ -548,10 +548,7 @@ impl<'a> Simulation<'a> {
             if let Some((_, t)) = self.queues[ahead].first() {
                 prefetch(&self.threads[t]);
                 prefetch(&self.obs[t].counters);
-                // A core's queue is a few cache lines of keys; all are read to pick the next.
-                for chunk in self.queues[ahead].keys().chunks(4) {
-                    prefetch(&chunk[0]);
-                }
+                self.queues[ahead].prefetch();
             }
         }
         let through = CoreId(c.0 + PREFETCH_THROUGH as u32);
@@ -580,10 +577,17 @@ impl<'a> Simulation<'a> {
             self.undispatch(c);
             self.obs[cur].state = ThreadState::Runnable;
             let vr = self.threads[cur].vruntime;
-            self.queue_push(c, vr, cur);
             self.core_obs[c].runnable += 1;
             self.queued_behind = true;
-            if let Some(t) = self.pick_next(c) {
+            let next = if self.batch_by_df {
+                self.queue_push(c, vr, cur);
+                self.pick_next(c)
+            } else {
+                // The queue's least runs: queued and taken in one step, the queue staying
+                // non-empty throughout.
+                Some(self.queue_push_pop(c, vr, cur))
+            };
+            if let Some(t) = next {
                 self.dispatch(t, c);
             }
             return;
