@@ -103,10 +103,22 @@ impl<'a> Simulation<'a> {
         }
         self.cores[c].last_thread = Some(t);
         let phase = self.phase_of(t);
+        // The thread's footprint joins the LLC's first: the share `set_rate` prices it at is then
+        // known, and its miss-curve value is fetched from the memo while the rest is worked out.
+        let footprint = self.cores[c].llc.map(|l| {
+            let st = &mut self.llcs[l];
+            let ws = self.phases[self.threads[t].cur as usize]
+                .ws_bytes
+                .min(st.capacity);
+            st.sum_ws += ws;
+            let share = perf::llc_share(ws, st.sum_ws, st.capacity);
+            self.cores[c].cur_ws = ws;
+            self.mpki_memo.prefetch(self.threads[t].cur, share);
+            (l, ws)
+        });
         self.refresh_phase_cache(t, c);
-        if let Some(l) = self.cores[c].llc {
+        if let Some((l, ws)) = footprint {
             let cap = self.llcs[l].capacity;
-            let ws = self.phase_info(t).ws_bytes.min(cap);
             let surviving = if self.threads[t].warm_llc == Some(l) {
                 ws.min((cap - (self.llcs[l].fill - self.threads[t].warm_fill)).max(0.0))
             } else {
@@ -116,8 +128,6 @@ impl<'a> Simulation<'a> {
             let lat = self.cores[c].cur_lat;
             penalty += perf::cold_refill_ns(missing, self.llcs[l].line, lat);
             self.note_fill(t, l, missing, false);
-            self.llcs[l].sum_ws += ws;
-            self.cores[c].cur_ws = ws;
         }
         if let Some(l2) = self.cores[c].l2 {
             let ws = self

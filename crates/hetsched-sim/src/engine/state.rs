@@ -4,6 +4,7 @@
 use super::NS_PER_S;
 use crate::perf;
 use crate::workload::{Phase, PreparedCurve, Workload};
+use hetsched_core::prefetch::prefetch;
 use hetsched_core::{AppId, CoreId, IdVec, LlcId, ThreadId, Topology};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -370,6 +371,13 @@ impl MpkiMemo {
                 MEMO_ENTRIES
             ],
         }
+    }
+
+    /// Bring into cache the entry [`MpkiMemo::mpki`] will read for `phase` at `share` (a hint; no
+    /// effect on results).
+    #[inline]
+    pub(crate) fn prefetch(&self, phase: u32, share: f64) {
+        prefetch(&self.entries[slot(phase, share.to_bits())]);
     }
 
     /// `curve` (the miss curve of phase `phase`) at `share` bytes of cache.
