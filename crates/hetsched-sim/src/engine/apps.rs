@@ -43,6 +43,7 @@ impl<'a> Simulation<'a> {
                     cur: self.phase_base[spec_idx][g],
                     app: app_idx,
                     group: g,
+                    spec: spec_idx as u32,
                     phase: 0,
                     iter: 0,
                     remaining: group.phases[0].instructions,
@@ -94,7 +95,7 @@ impl<'a> Simulation<'a> {
         if phase.free_bytes > 0 {
             self.free_memory(self.threads[t].app, phase.free_bytes as f64);
         }
-        let spec_idx = self.apps[self.threads[t].app].spec;
+        let spec_idx = self.threads[t].spec as usize;
         let group_idx = self.threads[t].group;
         let group = &self.workload.apps[spec_idx].threads[group_idx];
         let base = self.phase_base[spec_idx][group_idx];

@@ -411,6 +411,7 @@ impl<'a> Simulation<'a> {
             Event::Arrival { .. } => return,
         };
         prefetch(&self.threads[t]);
+        prefetch(&self.threads[t].group);
         prefetch(&self.obs[t].counters);
     }
 

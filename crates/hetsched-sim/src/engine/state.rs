@@ -26,10 +26,13 @@ pub(crate) struct SimThread {
     pub(crate) ideal_ns: f64,
     pub(crate) total_bytes: f64,
     pub(crate) warm_llc: Option<LlcId>,
-    // Cold fields.
+    // Cold fields: the first of them share the second cache line, read when a phase ends
+    // (`group`, `phase`, `iter`, `spec`) and at a wake-up (`lag`, `last_core`).
     pub(crate) group: usize,
     pub(crate) phase: usize,
     pub(crate) iter: u32,
+    /// The workload spec of its process (also `apps[app].spec`, a cache miss further away).
+    pub(crate) spec: u32,
     /// vruntime minus the core's min_vruntime when it left a queue (CFS normalisation).
     pub(crate) lag: i64,
     pub(crate) last_core: Option<CoreId>,
