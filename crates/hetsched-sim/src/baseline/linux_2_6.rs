@@ -65,7 +65,7 @@ impl Baseline for Linux26 {
     /// The previous core when allowed, else the idlest allowed core.
     fn place_wake(&mut self, rq: &RunQueueView<'_>, t: ThreadId) -> CoreId {
         match rq.cpu(t) {
-            Some(p) if rq.allowed(t).contains(p) => p,
+            Some(p) if rq.may_run(t, p) => p,
             _ => self.cfs.random_least_loaded(rq, t),
         }
     }

@@ -30,6 +30,7 @@
 
 use super::linux_cfs::{LinuxCfs, BALANCE_TICKS};
 use super::{BalancePort, Baseline, RunQueueView};
+use hetsched_core::prefetch::prefetch;
 use hetsched_core::{CoreId, CpuSet, Id, ThreadId};
 
 /// The baseline's name.
@@ -239,7 +240,7 @@ impl Linux6 {
             let Some(t) = rq.cores[b].current else {
                 continue;
             };
-            if !rq.allowed(t).contains(to) || Self::degrades_locality(rq, t, b, to) {
+            if !rq.may_run(t, to) || Self::degrades_locality(rq, t, b, to) {
                 continue;
             }
             let util = self.util(rq, t);
@@ -255,6 +256,13 @@ impl Linux6 {
 impl Baseline for Linux6 {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    /// A wake-up reads the thread's utilisation record first.
+    fn prefetch_wake(&self, t: ThreadId) {
+        if let Some(p) = self.util.get(t.index()) {
+            prefetch(p);
+        }
     }
 
     fn place_new(&mut self, rq: &RunQueueView<'_>, t: ThreadId) -> CoreId {
@@ -274,10 +282,7 @@ impl Baseline for Linux6 {
         }
         let util = self.util(rq, t);
         if let Some(p) = rq.cpu(t) {
-            if rq.allowed(t).contains(p)
-                && rq.runnable(p) == 0
-                && Self::fits(util, self.capacity(p))
-            {
+            if rq.may_run(t, p) && rq.runnable(p) == 0 && Self::fits(util, self.capacity(p)) {
                 return p;
             }
         }

@@ -139,7 +139,7 @@ impl Baseline for LinuxCfs {
     fn place_wake(&mut self, rq: &RunQueueView<'_>, t: ThreadId) -> CoreId {
         let prev = rq.cpu(t);
         if let Some(p) = prev {
-            if rq.allowed(t).contains(p) && rq.runnable(p) == 0 {
+            if rq.may_run(t, p) && rq.runnable(p) == 0 {
                 return p;
             }
         }
@@ -147,7 +147,7 @@ impl Baseline for LinuxCfs {
             return c;
         }
         if let Some(p) = prev {
-            if rq.allowed(t).contains(p) {
+            if rq.may_run(t, p) {
                 return p;
             }
         }

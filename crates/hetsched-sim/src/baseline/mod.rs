@@ -44,6 +44,9 @@ pub struct RunQueueView<'a> {
     pub allowed_summary: &'a IdVec<ThreadId, u64>,
     /// Cores per bit of `allowed_summary`.
     pub summary_span: u32,
+    /// Per thread: its allowed set holds every core, so it may run anywhere without a look at
+    /// the set (a wake-up asks it of the previous core, and the set is a cache miss away).
+    pub allowed_everywhere: &'a IdVec<ThreadId, bool>,
 }
 
 /// Cores per bit of a [`RunQueueView::allowed_summary`] on a machine of `cores` cores.
@@ -77,6 +80,15 @@ pub fn summarise(allowed: &CpuSet, span: u32) -> u64 {
     bits
 }
 
+/// Whether `allowed` holds every core of a machine of `cores` cores (a word compare per 64 cores).
+pub fn holds_every_core(allowed: &CpuSet, cores: usize) -> bool {
+    let words = allowed.words();
+    let (full, rest) = (cores / 64, cores % 64);
+    words.len() >= full + (rest > 0) as usize
+        && words[..full].iter().all(|&w| w == u64::MAX)
+        && (rest == 0 || words[full] & ((1u64 << rest) - 1) == (1u64 << rest) - 1)
+}
+
 impl<'a> RunQueueView<'a> {
     /// Running plus waiting threads of core `c`.
     #[inline]
@@ -90,10 +102,13 @@ impl<'a> RunQueueView<'a> {
         &self.threads[t].allowed
     }
 
-    /// Whether thread `t` may run on core `c`: its summary first, its set only if the summary
-    /// allows it.
+    /// Whether thread `t` may run on core `c`: allowed everywhere, else its summary first and its
+    /// set only if the summary allows it.
     #[inline]
     pub fn may_run(&self, t: ThreadId, c: CoreId) -> bool {
+        if self.allowed_everywhere[t] && c.index() < self.num_cores() {
+            return true;
+        }
         let bit = (c.0 / self.summary_span).min(63);
         self.allowed_summary[t] >> bit & 1 == 1 && self.threads[t].allowed.contains(c)
     }
@@ -138,6 +153,9 @@ pub trait Baseline {
     fn newidle_pull(&mut self, rq: &RunQueueView<'_>, idle: CoreId) -> Option<ThreadId>;
     /// A scheduler tick (`tick` counts from 1): periodic balancing on the baseline's own period.
     fn on_tick(&mut self, tick: u64, port: &mut dyn BalancePort);
+    /// Thread `t` is about to wake: bring into cache what placing it reads of the baseline's own
+    /// state (a hint; no effect on results).
+    fn prefetch_wake(&self, _t: ThreadId) {}
 }
 
 /// A baseline by name: what the CLI, the experiments and [`crate::SimConfig`] choose from.
@@ -223,5 +241,30 @@ mod tests {
                 set.to_list()
             );
         }
+    }
+
+    /// A set holds every core exactly when each core of the machine is in it, whatever it holds
+    /// beyond the machine, on machines that do and do not fill their last word.
+    #[test]
+    fn every_core_means_each_core_of_the_machine() {
+        let mut rng = hetsched_core::rng::SeededRng::new(5);
+        for _ in 0..2000 {
+            let n = 1 + rng.below(300);
+            let mut set = CpuSet::all(n);
+            if rng.below(2) == 0 {
+                set.remove(CoreId(rng.below(n) as u32));
+            }
+            if rng.below(2) == 0 {
+                set.insert(CoreId((n + rng.below(100)) as u32));
+            }
+            let want = (0..n).all(|c| set.contains(CoreId(c as u32)));
+            assert_eq!(
+                holds_every_core(&set, n),
+                want,
+                "{n} cores, set {}",
+                set.to_list()
+            );
+        }
+        assert!(!holds_every_core(&CpuSet::new(), 1));
     }
 }

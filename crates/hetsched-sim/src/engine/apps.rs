@@ -71,6 +71,11 @@ impl<'a> Simulation<'a> {
                 self.may_move.push(obs.allowed.len() >= 2);
                 self.allowed_summary
                     .push(crate::baseline::summarise(&obs.allowed, self.summary_span));
+                self.allowed_everywhere
+                    .push(crate::baseline::holds_every_core(
+                        &obs.allowed,
+                        self.topo.num_cores(),
+                    ));
                 self.obs.push(obs);
                 self.changes.add_thread(id);
                 self.apps[app_idx].live += 1;

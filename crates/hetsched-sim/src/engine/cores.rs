@@ -75,6 +75,8 @@ impl<'a> Simulation<'a> {
         }
         self.may_move[t] = may_move;
         self.allowed_summary[t] = crate::baseline::summarise(&allowed, self.summary_span);
+        self.allowed_everywhere[t] =
+            crate::baseline::holds_every_core(&allowed, self.topo.num_cores());
         self.obs[t].allowed = allowed;
     }
 

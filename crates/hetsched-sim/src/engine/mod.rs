@@ -154,6 +154,8 @@ pub struct Simulation<'a> {
     allowed_summary: IdVec<ThreadId, u64>,
     /// Cores per bit of `allowed_summary`.
     summary_span: u32,
+    /// Per thread: its allowed set holds every core.
+    allowed_everywhere: IdVec<ThreadId, bool>,
     llcs: IdVec<LlcId, LlcState>,
     /// Miss-curve values already worked out, by phase and LLC share.
     mpki_memo: MpkiMemo,
@@ -259,6 +261,7 @@ impl<'a> Simulation<'a> {
             waiting_may_move: 0,
             allowed_summary: IdVec::new(),
             summary_span: baseline::summary_span(n),
+            allowed_everywhere: IdVec::new(),
             llcs: state::build_llcs(topo),
             mpki_memo: MpkiMemo::new(),
             base_latency: latency.clone(),
@@ -403,7 +406,12 @@ impl<'a> Simulation<'a> {
     /// Bring the state an event will touch into cache (a hint; no effect on results).
     fn prefetch_event(&self, e: Event) {
         let t = match e {
-            Event::Wake { thread } => thread,
+            Event::Wake { thread } => {
+                if let Some(b) = &self.baseline {
+                    b.prefetch_wake(thread);
+                }
+                thread
+            }
             Event::PhaseEnd { core, .. } => match self.cores[core].current {
                 Some(t) => t,
                 None => return,
