@@ -53,6 +53,9 @@ pub struct RunQueue {
     /// Without the index: every position of `keys`, sorted by key from the greatest to the least
     /// (the least is popped from the end, and a thread that just ran joins at the front).
     order: Vec<u8>,
+    /// Without the index: the greatest key, or 0 when empty (a key joining the front is found so
+    /// without reading the keys).
+    max: Key,
     /// On a long queue: the keys in order, and each queued thread's position in `keys`.
     index: Option<Box<Index>>,
 }
@@ -72,6 +75,7 @@ impl RunQueue {
             min: Key::MAX,
             min_pos: 0,
             order: Vec::new(),
+            max: 0,
             index: None,
         }
     }
@@ -145,6 +149,10 @@ impl RunQueue {
         self.order.pop();
         self.keys.swap_remove(pos);
         self.moved_to(pos);
+        if self.order.is_empty() {
+            // The least was also the greatest.
+            self.max = 0;
+        }
         self.least_from_order();
         Some(thread_of(first))
     }
@@ -179,6 +187,9 @@ impl RunQueue {
         let at = self.order.iter().position(|&p| usize::from(p) == pos);
         self.order.remove(at.unwrap_or_default());
         self.moved_to(pos);
+        if k == self.max {
+            self.max = self.order.first().map_or(0, |&p| self.keys[usize::from(p)]);
+        }
         self.least_from_order();
         Some(vruntime_of(k))
     }
@@ -188,15 +199,25 @@ impl RunQueue {
         self.keys.iter().map(|&k| (vruntime_of(k), thread_of(k)))
     }
 
-    /// Bring into cache what taking the least thread reads: the sorted positions and every
-    /// line of keys (a hint; no effect on results).
+    /// Bring into cache what taking the least thread reads first: the sorted positions and the
+    /// least key (a hint; no effect on results).
     #[inline]
     pub(crate) fn prefetch(&self) {
         if let Some(first) = self.order.first() {
             prefetch(first);
         }
-        for chunk in self.keys.chunks(4) {
-            prefetch(&chunk[0]);
+        if let Some(least) = self.keys.get(self.min_pos) {
+            prefetch(least);
+        }
+    }
+
+    /// Once the positions are in cache: bring in the key that is least after the least leaves
+    /// (a hint; no effect on results).
+    #[inline]
+    pub(crate) fn prefetch_next_least(&self) {
+        let next = self.order.len().checked_sub(2).map(|i| self.order[i]);
+        if let Some(key) = next.and_then(|p| self.keys.get(usize::from(p))) {
+            prefetch(key);
         }
     }
 
@@ -236,6 +257,7 @@ impl RunQueue {
             self.order = (0..keys.len() as u8).collect();
             self.order
                 .sort_unstable_by(|&a, &b| keys[usize::from(b)].cmp(&keys[usize::from(a)]));
+            self.max = keys[usize::from(self.order[0])];
         }
         k
     }
@@ -244,14 +266,14 @@ impl RunQueue {
     #[inline]
     fn insert_order(&mut self, pos: usize) {
         let k = self.keys[pos];
-        let keys = &self.keys;
         // Most often the greatest key (a thread that just ran): at the front, in one comparison.
-        let at = match self.order.first() {
-            Some(&p) if keys[usize::from(p)] > k => {
-                self.order.partition_point(|&p| keys[usize::from(p)] > k)
-            }
-            _ => 0,
-        };
+        if self.order.is_empty() || k > self.max {
+            self.max = k;
+            self.order.insert(0, pos as u8);
+            return;
+        }
+        let keys = &self.keys;
+        let at = self.order.partition_point(|&p| keys[usize::from(p)] > k);
         self.order.insert(at, pos as u8);
     }
 

@@ -561,6 +561,9 @@ impl<'a> Simulation<'a> {
             }
         }
         let through = CoreId(c.0 + PREFETCH_THROUGH as u32);
+        if let Some(queue) = self.queues.get(through) {
+            queue.prefetch_next_least();
+        }
         if let (Some(core), false) = (self.cores.get(through), self.app_heat.is_empty()) {
             let heat = &self.app_heat[core.node];
             for t in core
