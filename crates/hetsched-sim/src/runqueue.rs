@@ -185,7 +185,9 @@ impl RunQueue {
         let pos = self.keys.iter().position(|&k| thread_of(k) == thread)?;
         let k = self.keys.swap_remove(pos);
         let at = self.order.iter().position(|&p| usize::from(p) == pos);
-        self.order.remove(at.unwrap_or_default());
+        if let Some(at) = at {
+            self.order.remove(at);
+        }
         self.moved_to(pos);
         if k == self.max {
             self.max = self.order.first().map_or(0, |&p| self.keys[usize::from(p)]);
