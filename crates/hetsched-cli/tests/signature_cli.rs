@@ -612,13 +612,20 @@ fn record_keeps_its_fifo_private_and_cleans_up_when_stopped() {
     assert_ne!(name, format!("hetsched-record-{pid}"), "a predictable name");
     let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o700, "{name}: mode {mode:o}");
-    // Valgrind, our child, running the program.
-    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
-    let valgrind: Vec<u32> = children
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
-    assert_eq!(valgrind.len(), 1, "{children:?}");
+    // Valgrind, our child, running the program: the FIFO is made before valgrind is started, so
+    // on a busy machine the child may appear a moment after it.
+    let valgrind: Vec<u32> = loop {
+        let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+        let found: Vec<u32> = children
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        if !found.is_empty() || t0.elapsed().as_secs() >= 30 {
+            assert_eq!(found.len(), 1, "{children:?}");
+            break found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     // SAFETY: kill has no memory preconditions; the pid is our child's, not yet waited for.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let t1 = std::time::Instant::now();
