@@ -107,11 +107,10 @@ impl<'a> Simulation<'a> {
         let phase = self.phase_of(t);
         // The thread's footprint joins the LLC's first: the share `set_rate` prices it at is then
         // known, and its miss-curve value is fetched from the memo while the rest is worked out.
+        let ws_bytes = self.phase_info(t).ws_bytes;
         let footprint = self.cores[c].llc.map(|l| {
             let st = &mut self.llcs[l];
-            let ws = self.phases[self.threads[t].cur as usize]
-                .ws_bytes
-                .min(st.capacity);
+            let ws = ws_bytes.min(st.capacity);
             st.sum_ws += ws;
             let share = perf::llc_share(ws, st.sum_ws, st.capacity);
             self.cores[c].cur_ws = ws;
