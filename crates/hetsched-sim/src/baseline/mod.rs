@@ -44,9 +44,43 @@ pub struct RunQueueView<'a> {
     pub allowed_summary: &'a IdVec<ThreadId, u64>,
     /// Cores per bit of `allowed_summary`.
     pub summary_span: u32,
-    /// Per thread: its allowed set holds every core, so it may run anywhere without a look at
-    /// the set (a wake-up asks it of the previous core, and the set is a cache miss away).
-    pub allowed_everywhere: &'a IdVec<ThreadId, bool>,
+    /// Per thread: whether its allowed set holds every core or a single one ([`Reach`]), so that
+    /// "may it run there?" is answered without a look at the set for a thread allowed anywhere
+    /// or pinned (a wake-up asks it of the previous core, and the set is a cache miss away).
+    pub allowed_reach: &'a IdVec<ThreadId, Reach>,
+}
+
+/// How far a thread's allowed set reaches on a machine, in four bytes: every core, exactly one
+/// core (a thread a policy pins), or some other set, which then has to be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reach(u32);
+
+impl Reach {
+    const EVERYWHERE: u32 = u32::MAX;
+    const SOME: u32 = u32::MAX - 1;
+
+    /// The reach of `allowed` on a machine of `cores` cores.
+    pub fn of(allowed: &CpuSet, cores: usize) -> Reach {
+        if holds_every_core(allowed, cores) {
+            return Reach(Self::EVERYWHERE);
+        }
+        let mut ids = allowed.iter();
+        match (ids.next(), ids.next()) {
+            (Some(only), None) if only.0 < Self::SOME => Reach(only.0),
+            _ => Reach(Self::SOME),
+        }
+    }
+
+    /// Whether the set holds core `c`, when the reach alone says (a core of the machine for a set
+    /// of every core, any core for a set of one): `None` when the set must be read.
+    #[inline]
+    pub fn holds(self, c: CoreId, cores: usize) -> Option<bool> {
+        match self.0 {
+            Self::EVERYWHERE if c.index() < cores => Some(true),
+            Self::EVERYWHERE | Self::SOME => None,
+            only => Some(c.0 == only),
+        }
+    }
 }
 
 /// Cores per bit of a [`RunQueueView::allowed_summary`] on a machine of `cores` cores.
@@ -102,12 +136,12 @@ impl<'a> RunQueueView<'a> {
         &self.threads[t].allowed
     }
 
-    /// Whether thread `t` may run on core `c`: allowed everywhere, else its summary first and its
-    /// set only if the summary allows it.
+    /// Whether thread `t` may run on core `c`: from its reach when it is allowed everywhere or on
+    /// one core, else its summary first and its set only if the summary allows it.
     #[inline]
     pub fn may_run(&self, t: ThreadId, c: CoreId) -> bool {
-        if self.allowed_everywhere[t] && c.index() < self.num_cores() {
-            return true;
+        if let Some(holds) = self.allowed_reach[t].holds(c, self.num_cores()) {
+            return holds;
         }
         let bit = (c.0 / self.summary_span).min(63);
         self.allowed_summary[t] >> bit & 1 == 1 && self.threads[t].allowed.contains(c)
@@ -266,5 +300,37 @@ mod tests {
             );
         }
         assert!(!holds_every_core(&CpuSet::new(), 1));
+    }
+
+    /// A reach answers for every core exactly as the set it was made from, when it answers at
+    /// all, and it answers for sets of every core and of one core.
+    #[test]
+    fn a_reach_answers_as_its_set() {
+        let mut rng = hetsched_core::rng::SeededRng::new(9);
+        for _ in 0..2000 {
+            let n = 1 + rng.below(200);
+            let mut set = match rng.below(3) {
+                0 => CpuSet::all(n),
+                1 => CpuSet::single(CoreId(rng.below(n) as u32)),
+                _ => (0..n)
+                    .filter(|_| rng.below(2) == 0)
+                    .map(|c| CoreId(c as u32))
+                    .collect(),
+            };
+            if rng.below(4) == 0 {
+                set.insert(CoreId((n + rng.below(50)) as u32));
+            }
+            let reach = Reach::of(&set, n);
+            for c in (0..n + 60).map(|c| CoreId(c as u32)) {
+                let every = holds_every_core(&set, n);
+                let known = if every { c.index() < n } else { set.len() == 1 };
+                match reach.holds(c, n) {
+                    Some(holds) => {
+                        assert_eq!(holds, set.contains(c), "{n}, {}, {c:?}", set.to_list());
+                    }
+                    None => assert!(!known, "{n} cores, {}, {c:?}: no answer", set.to_list()),
+                }
+            }
+        }
     }
 }

@@ -68,14 +68,10 @@ impl<'a> Simulation<'a> {
                 );
                 obs.data_fragment = group.phases[0].data_fragment.map(|d| d as u64);
                 obs.signature = Some(group.signature.clone());
-                self.may_move.push(obs.allowed.len() >= 2);
-                self.allowed_summary
-                    .push(crate::baseline::summarise(&obs.allowed, self.summary_span));
-                self.allowed_everywhere
-                    .push(crate::baseline::holds_every_core(
-                        &obs.allowed,
-                        self.topo.num_cores(),
-                    ));
+                let (may_move, summary, reach) = self.allowed_facts(&obs.allowed);
+                self.may_move.push(may_move);
+                self.allowed_summary.push(summary);
+                self.allowed_reach.push(reach);
                 self.obs.push(obs);
                 self.changes.add_thread(id);
                 self.apps[app_idx].live += 1;

@@ -19,7 +19,7 @@ impl<'a> Simulation<'a> {
             waiting_may_move: self.waiting_may_move,
             allowed_summary: &self.allowed_summary,
             summary_span: self.summary_span,
-            allowed_everywhere: &self.allowed_everywhere,
+            allowed_reach: &self.allowed_reach,
         }
     }
 

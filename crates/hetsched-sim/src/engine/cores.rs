@@ -45,9 +45,16 @@ impl<'a> Simulation<'a> {
     }
 
     /// Queue `t` on non-empty `c` with virtual runtime `vr` and take the queue's least, as
-    /// [`Self::queue_push`] then [`Self::pick_next`] without batching by data fragment would.
+    /// [`Self::queue_push`] then [`Self::pick_next`] would without a batch by data fragment to
+    /// follow (no batching, or `c`'s last thread works on no fragment).
     pub(super) fn queue_push_pop(&mut self, c: CoreId, vr: i64, t: ThreadId) -> ThreadId {
-        debug_assert!(!self.queues[c].is_empty() && !self.batch_by_df);
+        debug_assert!(!self.queues[c].is_empty());
+        debug_assert!(
+            !self.batch_by_df
+                || self.cores[c]
+                    .last_thread
+                    .is_none_or(|last| self.obs[last].data_fragment.is_none())
+        );
         let next = self.queues[c].push_pop_first(vr, t);
         self.waiting_may_move += self.may_move[t] as u32;
         self.waiting_may_move -= self.may_move[next] as u32;
@@ -64,7 +71,7 @@ impl<'a> Simulation<'a> {
 
     /// Restrict thread `t` to `allowed` (not empty, within its user mask).
     pub(super) fn set_allowed(&mut self, t: ThreadId, allowed: hetsched_core::CpuSet) {
-        let may_move = allowed.len() >= 2;
+        let (may_move, summary, reach) = self.allowed_facts(&allowed);
         if self.obs[t].state == ThreadState::Runnable && may_move != self.may_move[t] {
             // Waiting in a queue: the count of waiting threads that may move follows.
             if may_move {
@@ -74,10 +81,22 @@ impl<'a> Simulation<'a> {
             }
         }
         self.may_move[t] = may_move;
-        self.allowed_summary[t] = crate::baseline::summarise(&allowed, self.summary_span);
-        self.allowed_everywhere[t] =
-            crate::baseline::holds_every_core(&allowed, self.topo.num_cores());
+        self.allowed_summary[t] = summary;
+        self.allowed_reach[t] = reach;
         self.obs[t].allowed = allowed;
+    }
+
+    /// The dense facts kept of a thread's allowed set, read where the set itself would be a cache
+    /// miss: whether it may move (two cores or more), its summary and its reach.
+    pub(super) fn allowed_facts(
+        &self,
+        allowed: &hetsched_core::CpuSet,
+    ) -> (bool, u64, crate::baseline::Reach) {
+        (
+            allowed.len() >= 2,
+            crate::baseline::summarise(allowed, self.summary_span),
+            crate::baseline::Reach::of(allowed, self.topo.num_cores()),
+        )
     }
 
     /// Take a queued (not running) thread off its core's queue.

@@ -154,8 +154,8 @@ pub struct Simulation<'a> {
     allowed_summary: IdVec<ThreadId, u64>,
     /// Cores per bit of `allowed_summary`.
     summary_span: u32,
-    /// Per thread: its allowed set holds every core.
-    allowed_everywhere: IdVec<ThreadId, bool>,
+    /// Per thread: whether its allowed set holds every core or one ([`baseline::Reach`]).
+    allowed_reach: IdVec<ThreadId, baseline::Reach>,
     llcs: IdVec<LlcId, LlcState>,
     /// Miss-curve values already worked out, by phase and LLC share.
     mpki_memo: MpkiMemo,
@@ -261,7 +261,7 @@ impl<'a> Simulation<'a> {
             waiting_may_move: 0,
             allowed_summary: IdVec::new(),
             summary_span: baseline::summary_span(n),
-            allowed_everywhere: IdVec::new(),
+            allowed_reach: IdVec::new(),
             llcs: state::build_llcs(topo),
             mpki_memo: MpkiMemo::new(),
             base_latency: latency.clone(),
@@ -591,7 +591,9 @@ impl<'a> Simulation<'a> {
             let vr = self.threads[cur].vruntime;
             self.core_obs[c].runnable += 1;
             self.queued_behind = true;
-            let next = if self.batch_by_df {
+            // A batch by data fragment follows the thread that ran (`pick_next`); one with no
+            // fragment has no mates, and the queue's least runs.
+            let next = if self.batch_by_df && self.obs[cur].data_fragment.is_some() {
                 self.queue_push(c, vr, cur);
                 self.pick_next(c)
             } else {

@@ -86,8 +86,9 @@ use crate::observe::{ThreadState, View};
 use crate::policy::{Placement, Policy};
 use crate::topology::{Topology, AMPS_SCALING_FACTOR};
 use numa::AllocationWatch;
-use order::{Bucketwise, CoreKey, CoreOrder, Keys};
+use order::{BucketId, Bucketwise, CoreKey, CoreOrder, Keys};
 use scratch::{Closed, Scratch};
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 /// The policy's name, as users pass it and as the registry lists it.
@@ -388,17 +389,19 @@ impl Members {
     }
 }
 
-/// The cores ordered for a periodic balance, kept up to date move by move: by key
-/// ([`CoreKey`]) all of them, and those of each LLC and of each node, so that the nearest
-/// destinations are read in order instead of sorted for every source; and the scaled loads the
-/// cores would have with one more thread (how many cores would have each), whose least bounds
-/// which sources can shed. A new-idle balance keeps none (`Default`).
+/// The cores ordered for a periodic balance, kept up to date move by move and from one balance
+/// to the next: by key ([`CoreKey`]) all of them, and those of each LLC and of each node, so that
+/// the nearest destinations are read in order instead of sorted for every source; and the scaled
+/// loads the cores would have with one more thread (how many cores would have each), whose least
+/// bounds which sources can shed. Between two balances of a large machine only a few dozen
+/// run-queue lengths change, so a balance refiles those cores rather than all of them. A new-idle
+/// balance keeps none (`Default`).
 #[derive(Clone, Debug, Default)]
 struct Orders {
     /// Whether the orders are kept.
     kept: bool,
-    /// The machine's cores when they were made (a periodic balance reuses them, their buckets'
-    /// memory kept, on the same machine).
+    /// The machine's cores when they were made (a periodic balance reuses them on the same
+    /// machine).
     cores: usize,
     /// The keys of the orders' buckets.
     keys: Keys,
@@ -409,47 +412,55 @@ struct Orders {
     llc: Vec<CoreOrder>,
     node: Vec<CoreOrder>,
     after: BTreeMap<u64, u32>,
+    /// The run-queue length each core is filed under.
+    filed: Vec<u32>,
+    /// The cores taken out of `sources` in this balance, put back at the next.
+    failed: Vec<u32>,
 }
 
 impl Orders {
-    /// Every core's keys, in these orders emptied (a balance's orders were a few hundred
-    /// bucket allocations on a 1,024-core machine), or in new ones for another machine.
+    /// Every core filed under its run-queue length now: on the machine the orders were made for,
+    /// the failed sources of the last balance put back and the cores whose length changed since
+    /// refiled (the keys no core has any more forgotten); on another, new orders.
     fn refill(&mut self, machine: &Machine, sc: &Scratch) {
         let n = machine.power.len();
         if self.kept && self.cores == n {
-            self.keys.clear();
-            for order in self.orders_mut() {
-                order.clear();
+            for c in std::mem::take(&mut self.failed) {
+                let b = self
+                    .keys
+                    .id(core_key(&self.filed, &machine.power, c as usize));
+                self.sources.insert(&self.keys, b, c);
             }
-            self.after.clear();
-        } else {
-            let whole = || CoreOrder::new(0, n.saturating_sub(1) as u32);
-            let of = |members: &Vec<u32>| {
-                let lo = members.iter().copied().min().unwrap_or(0);
-                CoreOrder::new(lo, members.iter().copied().max().unwrap_or(lo))
-            };
-            *self = Orders {
-                kept: true,
-                cores: n,
-                keys: Keys::default(),
-                all: whole(),
-                sources: whole(),
-                llc: machine.llc_cores.iter().map(of).collect(),
-                node: machine.node_cores.iter().map(of).collect(),
-                after: BTreeMap::new(),
-            };
+            for c in 0..n {
+                if self.filed[c] != sc.runnable[c] {
+                    self.take(machine, sc, c);
+                    self.put(machine, sc, c);
+                }
+            }
+            let all = &self.all;
+            self.keys.forget_where(|b| all.is_empty_at(b));
+            return;
         }
+        let whole = || CoreOrder::new(0, n.saturating_sub(1) as u32);
+        let of = |members: &Vec<u32>| {
+            let lo = members.iter().copied().min().unwrap_or(0);
+            CoreOrder::new(lo, members.iter().copied().max().unwrap_or(lo))
+        };
+        *self = Orders {
+            kept: true,
+            cores: n,
+            keys: Keys::default(),
+            all: whole(),
+            sources: whole(),
+            llc: machine.llc_cores.iter().map(of).collect(),
+            node: machine.node_cores.iter().map(of).collect(),
+            after: BTreeMap::new(),
+            filed: vec![0; n],
+            failed: Vec::new(),
+        };
         for c in 0..n {
             self.put(machine, sc, c);
         }
-    }
-
-    /// Every order.
-    fn orders_mut(&mut self) -> impl Iterator<Item = &mut CoreOrder> {
-        [&mut self.all, &mut self.sources]
-            .into_iter()
-            .chain(self.llc.iter_mut())
-            .chain(self.node.iter_mut())
     }
 
     /// The least scaled load a core would have with one more thread.
@@ -460,28 +471,39 @@ impl Orders {
             .map_or(f64::MAX, |&a| f64::from_bits(a))
     }
 
-    /// The orders core `c` belongs to.
-    fn sets_of(
-        &mut self,
-        machine: &Machine,
-        sc: &Scratch,
-        c: usize,
-    ) -> impl Iterator<Item = &mut CoreOrder> {
-        let llc = machine.llc[c].and_then(|l| self.llc.get_mut(l.index()));
-        let node = self.node.get_mut(machine.node[c].index());
-        let source = (!sc.failed[c]).then_some(&mut self.sources);
-        std::iter::once(&mut self.all)
-            .chain(source)
-            .chain(llc)
-            .chain(node)
+    /// Take core `c` out of (`file` false) or put it into (`file` true) bucket `b` of every order
+    /// it belongs to: the whole machine's, the sources' unless it failed in this balance, its
+    /// LLC's and its node's.
+    fn file(&mut self, machine: &Machine, failed: bool, c: usize, b: BucketId, file: bool) {
+        let Orders {
+            keys,
+            all,
+            sources,
+            llc,
+            node,
+            ..
+        } = self;
+        let llc = machine.llc[c].and_then(|l| llc.get_mut(l.index()));
+        let node = node.get_mut(machine.node[c].index());
+        let source = (!failed).then_some(sources);
+        for set in std::iter::once(all).chain(source).chain(llc).chain(node) {
+            if file {
+                set.insert(keys, b, c as u32);
+            } else {
+                set.remove(keys, b, c as u32);
+            }
+        }
     }
 
     /// Core `c` cannot shed a thread for the rest of this balance.
     fn fail(&mut self, machine: &Machine, sc: &mut Scratch, c: usize) {
         if !sc.failed[c] {
             sc.failed[c] = true;
-            let b = self.keys.id(sc.key(&machine.power, c));
-            self.sources.remove(b, c as u32);
+            if self.kept {
+                let b = self.keys.id(core_key(&self.filed, &machine.power, c));
+                self.sources.remove(&self.keys, b, c as u32);
+                self.failed.push(c as u32);
+            }
         }
     }
 
@@ -490,11 +512,9 @@ impl Orders {
         if !self.kept {
             return;
         }
-        let b = self.keys.id(sc.key(&machine.power, c));
-        for set in self.sets_of(machine, sc, c) {
-            set.remove(b, c as u32);
-        }
-        let a = after_key(&sc.runnable, &machine.power, c);
+        let b = self.keys.id(core_key(&self.filed, &machine.power, c));
+        self.file(machine, sc.failed[c], c, b, false);
+        let a = after_key(&self.filed, &machine.power, c);
         if let Some(count) = self.after.get_mut(&a) {
             *count -= 1;
             if *count == 0 {
@@ -508,10 +528,9 @@ impl Orders {
         if !self.kept {
             return;
         }
+        self.filed[c] = sc.runnable[c];
         let b = self.keys.id(sc.key(&machine.power, c));
-        for set in self.sets_of(machine, sc, c) {
-            set.insert(b, c as u32);
-        }
+        self.file(machine, sc.failed[c], c, b, true);
         *self
             .after
             .entry(after_key(&sc.runnable, &machine.power, c))
@@ -731,7 +750,7 @@ impl Amps {
                 // ascend, and a core's load after a move exceeds its load now); across nodes that
                 // bound is the node domain's threshold.
                 let bucket = |near: u8| {
-                    move |load_d: f64, power_d: f64| {
+                    move |load_d: f64, after: f64| {
                         let bound = if near == ACROSS_NODES {
                             load_d * NODE_IMBALANCE
                         } else {
@@ -740,10 +759,6 @@ impl Amps {
                         if !improves(bound, load) {
                             return Bucketwise::Stop;
                         }
-                        // The run-queue length the load stands for (load × power is within an
-                        // ulp of it).
-                        let n_d = (load_d * power_d).round() as u32;
-                        let after = scaled_load(n_d + 1, power_d);
                         // Across nodes the source must also exceed the destination's present
                         // load by the node domain's threshold (`find_busiest_group` compares the
                         // busiest group with the local group's load as it is, not after the pull).
@@ -840,6 +855,15 @@ fn may_move(machine: &Machine, view: &View<'_>) -> bool {
         min_after = min_after.min(scaled_load(core.runnable + 1, power[c]));
     }
     improves(min_after, busiest)
+}
+
+/// Core `c`'s order key when the cores' run-queue lengths are `runnable`.
+pub(super) fn core_key(runnable: &[u32], power: &[f64], c: usize) -> CoreKey {
+    (
+        scaled_load(runnable[c], power[c]).to_bits(),
+        Reverse(power[c].to_bits()),
+        c as u32,
+    )
 }
 
 /// The scaled load core `c` would have with one more thread, as an order key.

@@ -31,14 +31,19 @@ pub(super) enum Bucketwise {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct BucketId(u32);
 
-/// The distinct (load, power) keys met in one balance, shared by all its orders: a key is looked
-/// up once per change of a core, however many orders the core is in. The map reads out in key
-/// order, which is the order the orders read their buckets in.
+/// The distinct (load, power) keys of the cores, shared by all the orders: a key is looked up
+/// once per change of a core, however many orders the core is in. A key no core has any more can
+/// be forgotten and its id given to the next new key.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Keys {
     ids: BTreeMap<(u64, Reverse<u64>), BucketId>,
     /// The last key looked up and its id: neighbouring cores often share a key.
     last: Option<((u64, Reverse<u64>), BucketId)>,
+    /// By id: its key, and the scaled load a core of that key would have with one more thread
+    /// (worked out once, not at every search that reads the bucket).
+    of: Vec<((u64, Reverse<u64>), f64)>,
+    /// Ids of forgotten keys, free for new ones.
+    free: Vec<BucketId>,
 }
 
 impl Keys {
@@ -49,15 +54,43 @@ impl Keys {
                 return id;
             }
         }
-        let next = BucketId(self.ids.len() as u32);
-        let id = *self.ids.entry((load, power)).or_insert(next);
+        let (of, free) = (&mut self.of, &mut self.free);
+        let id = *self.ids.entry((load, power)).or_insert_with(|| {
+            // The run-queue length the load stands for (load × power is within an ulp of it).
+            let p = f64::from_bits(power.0);
+            let n = (f64::from_bits(load) * p).round() as u32;
+            let entry = ((load, power), super::scaled_load(n + 1, p));
+            match free.pop() {
+                Some(b) => {
+                    of[b.0 as usize] = entry;
+                    b
+                }
+                None => {
+                    of.push(entry);
+                    BucketId(of.len() as u32 - 1)
+                }
+            }
+        });
         self.last = Some(((load, power), id));
         id
     }
 
-    /// Forget every key (ids are numbered from 0 again).
-    pub(super) fn clear(&mut self) {
-        self.ids.clear();
+    /// The key of id `b`.
+    fn key(&self, b: BucketId) -> (u64, Reverse<u64>) {
+        self.of[b.0 as usize].0
+    }
+
+    /// Forget the keys whose ids `unused` says no order holds a core under, their ids free for
+    /// new keys.
+    pub(super) fn forget_where(&mut self, mut unused: impl FnMut(BucketId) -> bool) {
+        let free = &mut self.free;
+        self.ids.retain(|_, &mut b| {
+            let keep = !unused(b);
+            if !keep {
+                free.push(b);
+            }
+            keep
+        });
         self.last = None;
     }
 }
@@ -78,6 +111,9 @@ pub(super) struct CoreOrder {
     words: usize,
     /// By bucket id; an emptied bucket stays, so that a key that comes back costs no allocation.
     buckets: Vec<Bucket>,
+    /// The ids of the non-empty buckets, in key order: a search reads only the keys this order's
+    /// cores have (an LLC's few), not every key of the machine.
+    present: Vec<BucketId>,
 }
 
 impl CoreOrder {
@@ -88,25 +124,16 @@ impl CoreOrder {
             base,
             words: (hi as usize / 64 + 1).saturating_sub(base).max(1),
             buckets: Vec::new(),
+            present: Vec::new(),
         }
     }
 
-    /// Empty the order, its buckets' memory kept.
-    pub(super) fn clear(&mut self) {
-        for bucket in &mut self.buckets {
-            if bucket.len > 0 {
-                bucket.words.fill(0);
-                bucket.len = 0;
-            }
+    pub(super) fn insert(&mut self, keys: &Keys, b: BucketId, id: u32) {
+        let i = b.0 as usize;
+        if self.buckets.len() <= i {
+            self.buckets.resize_with(i + 1, Bucket::default);
         }
-    }
-
-    pub(super) fn insert(&mut self, b: BucketId, id: u32) {
-        let b = b.0 as usize;
-        if self.buckets.len() <= b {
-            self.buckets.resize_with(b + 1, Bucket::default);
-        }
-        let bucket = &mut self.buckets[b];
+        let bucket = &mut self.buckets[i];
         if bucket.words.is_empty() {
             bucket.words = vec![0; self.words];
         }
@@ -114,9 +141,19 @@ impl CoreOrder {
         debug_assert_eq!(bucket.words[w] & bit, 0, "core {id} is in the order once");
         bucket.words[w] |= bit;
         bucket.len += 1;
+        if bucket.len == 1 {
+            let key = keys.key(b);
+            let at = self.present.partition_point(|&x| keys.key(x) < key);
+            self.present.insert(at, b);
+        }
     }
 
-    pub(super) fn remove(&mut self, b: BucketId, id: u32) {
+    /// Whether no core is in bucket `b`.
+    pub(super) fn is_empty_at(&self, b: BucketId) -> bool {
+        self.buckets.get(b.0 as usize).is_none_or(|k| k.len == 0)
+    }
+
+    pub(super) fn remove(&mut self, keys: &Keys, b: BucketId, id: u32) {
         let (w, bit) = (id as usize / 64 - self.base, 1u64 << (id % 64));
         let Some(bucket) = self.buckets.get_mut(b.0 as usize).filter(|k| k.len > 0) else {
             debug_assert!(false, "core {id} removed from a bucket it is not in");
@@ -129,16 +166,23 @@ impl CoreOrder {
         );
         bucket.words[w] &= !bit;
         bucket.len -= 1;
+        if bucket.len == 0 {
+            let key = keys.key(b);
+            let at = self.present.partition_point(|&x| keys.key(x) < key);
+            debug_assert_eq!(self.present.get(at), Some(&b));
+            self.present.remove(at);
+        }
     }
 
-    /// The non-empty buckets in key order, with their keys.
+    /// The non-empty buckets in key order, with their keys and the load a core of theirs would
+    /// have with one more thread.
     fn buckets<'a>(
         &'a self,
         keys: &'a Keys,
-    ) -> impl DoubleEndedIterator<Item = ((u64, Reverse<u64>), &'a Bucket)> + 'a {
-        keys.ids.iter().filter_map(|(&key, b)| {
-            let bucket = self.buckets.get(b.0 as usize)?;
-            (bucket.len > 0).then_some((key, bucket))
+    ) -> impl DoubleEndedIterator<Item = ((u64, Reverse<u64>), f64, &'a Bucket)> + 'a {
+        self.present.iter().map(|&b| {
+            let (key, after) = keys.of[b.0 as usize];
+            (key, after, &self.buckets[b.0 as usize])
         })
     }
 
@@ -146,13 +190,14 @@ impl CoreOrder {
     #[cfg(test)]
     pub(super) fn iter<'a>(&'a self, keys: &'a Keys) -> impl Iterator<Item = CoreKey> + 'a {
         let first = 64 * self.base as u32;
-        self.buckets(keys).flat_map(move |((load, power), b)| {
+        self.buckets(keys).flat_map(move |((load, power), _, b)| {
             ids_ascending(&b.words).map(move |id| (load, power, first + id))
         })
     }
 
     /// The first of `core`'s answers over the cores in ascending key order, reading only the
-    /// buckets `bucket` (given a bucket's load and power) says to.
+    /// buckets `bucket` (given a bucket's load, and the load its cores would have with one more
+    /// thread) says to.
     pub(super) fn find_ascending<T>(
         &self,
         keys: &Keys,
@@ -160,8 +205,8 @@ impl CoreOrder {
         mut core: impl FnMut(u32) -> Option<T>,
     ) -> Option<T> {
         let first = 64 * self.base as u32;
-        for ((load, Reverse(power)), b) in self.buckets(keys) {
-            match bucket(f64::from_bits(load), f64::from_bits(power)) {
+        for ((load, _), after, b) in self.buckets(keys) {
+            match bucket(f64::from_bits(load), after) {
                 Bucketwise::Stop => return None,
                 Bucketwise::Skip => continue,
                 Bucketwise::Look => {}
@@ -178,7 +223,7 @@ impl CoreOrder {
         let first = 64 * self.base as u32;
         self.buckets(keys)
             .rev()
-            .flat_map(move |((load, power), b)| {
+            .flat_map(move |((load, power), _, b)| {
                 ids_descending(&b.words).map(move |id| (load, power, first + id))
             })
     }
@@ -243,15 +288,18 @@ mod tests {
         let mut ids = Keys::default();
         let mut order = CoreOrder::new(0, cores as u32 - 1);
         for &k in &keys {
-            order.insert(ids.id(k), k.2);
+            let b = ids.id(k);
+            order.insert(&ids, b, k.2);
         }
         let mut set: BTreeSet<CoreKey> = keys.iter().copied().collect();
         for _ in 0..5_000 {
             let id = (next() % cores as u64) as usize;
             let new = key_of(next() % 7, id as u64 % 3, id as u32);
-            order.remove(ids.id(keys[id]), id as u32);
+            let b = ids.id(keys[id]);
+            order.remove(&ids, b, id as u32);
             set.remove(&keys[id]);
-            order.insert(ids.id(new), id as u32);
+            let b = ids.id(new);
+            order.insert(&ids, b, id as u32);
             set.insert(new);
             keys[id] = new;
         }

@@ -11,7 +11,6 @@ use crate::ids::{CoreId, ThreadId};
 use crate::observe::{ThreadState, View};
 use crate::policy::Placement;
 use std::cell::RefCell;
-use std::cmp::Reverse;
 
 /// Cores a combined policy gives to threads of its own ([`super::Amps::close`]), and those
 /// threads.
@@ -116,11 +115,7 @@ impl Scratch {
     }
 
     pub(super) fn key(&self, power: &[f64], c: usize) -> CoreKey {
-        (
-            self.load(power, c).to_bits(),
-            Reverse(power[c].to_bits()),
-            c as u32,
-        )
+        super::core_key(&self.runnable, power, c)
     }
 
     /// A thread on `src` that may move to `dst`: a waiting one first (the last this balance moved

@@ -863,3 +863,78 @@ fn members_count_each_process_s_live_threads() {
     assert!(!m.alone(b));
     assert!(m.count.is_empty(), "no process left: {:?}", m.count);
 }
+
+proptest::proptest! {
+    /// Orders kept from one periodic balance to the next (the failed sources put back, the cores
+    /// whose run queues changed refiled, keys no core has any more forgotten and their ids given
+    /// to new ones) place exactly as orders made afresh for every balance, over rounds in which
+    /// threads block, wake on other cores and start.
+    #[test]
+    fn kept_orders_place_as_orders_made_afresh(
+        numa in proptest::bool::ANY,
+        first in proptest::collection::vec(0u32..8, 1..40),
+        rounds in proptest::collection::vec(
+            proptest::collection::vec((0u32..3, 0u32..64, 0u32..8), 0..12),
+            1..8,
+        ),
+    ) {
+        let topo = if numa { numa2() } else { smp("0-1", "2-7", 2.0) };
+        let n = topo.num_cores() as u32;
+        let mut s = State::new(topo);
+        for &core in &first {
+            s.add(core % n);
+        }
+        let mut kept = Amps::new(AmpsConfig::default());
+        for changes in &rounds {
+            for &(what, pick, core) in changes {
+                let t = pick as usize % s.threads.len();
+                match what {
+                    // Block: the core's next waiting thread runs in its place.
+                    0 => {
+                        if let Some(c) = s.threads[t].cpu.filter(|_| {
+                            matches!(s.threads[t].state, ThreadState::Running | ThreadState::Runnable)
+                        }) {
+                            let was_running = s.threads[t].state == ThreadState::Running;
+                            s.threads[t].state = ThreadState::Blocked;
+                            if was_running {
+                                if let Some(next) = s.threads.iter_mut().find(|x| {
+                                    x.cpu == Some(c) && x.state == ThreadState::Runnable
+                                }) {
+                                    next.state = ThreadState::Running;
+                                }
+                            }
+                        }
+                    }
+                    // Wake a blocked thread on another core.
+                    1 => {
+                        if s.threads[t].state == ThreadState::Blocked {
+                            let c = CoreId(core % n);
+                            let busy = s.threads.iter().any(|x| {
+                                x.cpu == Some(c) && x.state == ThreadState::Running
+                            });
+                            s.threads[t].cpu = Some(c);
+                            s.threads[t].allowed = CpuSet::single(c);
+                            s.threads[t].state = if busy {
+                                ThreadState::Runnable
+                            } else {
+                                ThreadState::Running
+                            };
+                        }
+                    }
+                    _ => {
+                        s.add(core % n);
+                    }
+                }
+            }
+            let cores = s.cores();
+            let view = s.view(&cores);
+            let mut afresh = kept.clone();
+            afresh.orders = Orders::default();
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            kept.rebalance(&view, &mut a);
+            afresh.rebalance(&view, &mut b);
+            proptest::prop_assert_eq!(&a, &b);
+            s.apply(&a);
+        }
+    }
+}
