@@ -92,7 +92,7 @@ impl LlcTraffic {
 
 /// One thread as a policy sees it. The first cache line holds what a backend writes at every
 /// context switch: state, CPU and counters (12 + 52 bytes); the second, the LLC traffic written
-/// beside them and the thread's process and data fragment.
+/// beside them, the thread's process and data fragment, and its signature.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct ThreadObs {
@@ -109,15 +109,16 @@ pub struct ThreadObs {
     pub app: AppId,
     /// The data fragment the thread works on, when the application says (Pinter section 4).
     pub data_fragment: Option<u64>,
+    /// The thread's architectural signature (HASS section 3), when its binary or the application
+    /// supplied one. On the second line too: a pass over every thread that estimates each one's
+    /// benefit from a faster core (`hetsched`) asks for it beside the counters' second half.
+    pub signature: Option<Arc<Signature>>,
     /// Where it may run: the user's mask intersected with the policy's last placement.
     pub allowed: CpuSet,
     /// The mask the user gave it; a placement never widens beyond it.
     pub user_allowed: CpuSet,
     /// Resident bytes per NUMA node that this thread brought in (AMPS section 2.4.2).
     pub resident_bytes: Vec<u64>,
-    /// The thread's architectural signature (HASS section 3), when its binary or the application
-    /// supplied one.
-    pub signature: Option<Arc<Signature>>,
 }
 
 impl Clone for ThreadObs {
@@ -319,5 +320,12 @@ mod tests {
         let end_of_fragment = &raw const t.data_fragment as usize + size_of::<Option<u64>>();
         assert!(end_of_fragment - base <= 128, "{}", end_of_fragment - base);
         assert!((&raw const t.app as usize) - base >= 64);
+        let end_of_signature =
+            &raw const t.signature as usize + size_of::<Option<Arc<Signature>>>();
+        assert!(
+            end_of_signature - base <= 128,
+            "{}",
+            end_of_signature - base
+        );
     }
 }

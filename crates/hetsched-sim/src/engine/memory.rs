@@ -67,7 +67,9 @@ impl<'a> Simulation<'a> {
         let a = th.app.index();
         match spread {
             Some((per_node, total)) => {
-                for (n, &b) in per_node.iter().enumerate() {
+                // A node without pages of the thread gets no share: its heat and traffic are
+                // not touched (on a many-node machine, a cache line each).
+                for (n, &b) in per_node.iter().enumerate().filter(|&(_, &b)| b != 0.0) {
                     let share = lines * b / total;
                     heat[n][a] += share;
                     if queued {
