@@ -37,20 +37,21 @@ pub struct ExactStack {
     open_group: usize,
     now: u32,
     live: u32,
-    /// The line referenced last (`u64::MAX`: none).
+    /// The line referenced last (`u64::MAX`: none), and its number.
     last: u64,
+    last_id: u32,
 }
 
-/// What one reference found: its stack distance and the times lines are known by, which the
-/// set-indexed model keys its sets with ([`crate::setassoc`]).
+/// What one reference found: its stack distance and the line's number, which the set-indexed
+/// model names lines by in its sets ([`crate::setassoc`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reuse {
     /// Distinct other lines since the line's last reference; `None` the first time.
     pub distance: Option<u64>,
-    /// The time of the line's last reference (`None` the first time).
-    pub previous: Option<u32>,
-    /// The line's time from now on (its previous one again for a repeat, distance 0).
-    pub now: u32,
+    /// The line's number: 0, 1, 2, ... in order of first reference, the same for the line's
+    /// whole life in the engine (compactions renumber times, not lines; a line removed and seen
+    /// again takes a new number).
+    pub id: u32,
 }
 
 impl Default for ExactStack {
@@ -76,6 +77,7 @@ impl ExactStack {
             now: 0,
             live: 0,
             last: u64::MAX,
+            last_id: 0,
         }
     }
 
@@ -88,31 +90,28 @@ impl ExactStack {
     /// last reference), or `None` the first time.
     #[inline(always)]
     pub fn access(&mut self, line: u64) -> Option<u64> {
-        self.access_timed(line, |_| {}).distance
+        self.access_numbered(line).distance
     }
 
-    /// Reference `line` (any but `u64::MAX`): its distance and times. When the times run out
-    /// first, they are renumbered and `renumbered` is given the new time of every old time that
-    /// is some line's last reference (other times map to nothing meaningful).
+    /// Reference `line` (any but `u64::MAX`): its distance and number. A repeat of the line
+    /// referenced just before has distance 0 and the number of that line.
     #[inline(always)]
-    pub fn access_timed(&mut self, line: u64, renumbered: impl FnOnce(&[u32])) -> Reuse {
+    pub fn access_numbered(&mut self, line: u64) -> Reuse {
         if line == self.last {
             // The stack is unchanged: no new time, no mark moves.
-            let t = self.now - 1;
             return Reuse {
                 distance: Some(0),
-                previous: Some(t),
-                now: t,
+                id: self.last_id,
             };
         }
         if self.now as usize == self.bits.len() * 64 {
-            let rank = self.compact();
-            renumbered(&rank);
+            self.compact();
         }
         self.last = line;
         let t = self.now;
         self.now += 1;
-        let prev = self.map.insert(line, t);
+        let (prev, id) = self.map.insert_numbered(line, t);
+        self.last_id = id;
         self.mark(t);
         match prev {
             Some(old) => {
@@ -121,17 +120,12 @@ impl ExactStack {
                 self.unmark(old);
                 Reuse {
                     distance: Some(d as u64),
-                    previous: Some(old),
-                    now: t,
+                    id,
                 }
             }
             None => {
                 self.live += 1;
-                Reuse {
-                    distance: None,
-                    previous: None,
-                    now: t,
-                }
+                Reuse { distance: None, id }
             }
         }
     }
@@ -216,9 +210,8 @@ impl ExactStack {
 
     /// Renumber the live marks 0..live in time order, doubling the room while they would fill
     /// more than a quarter of it (so compactions, each a pass over the map, come at least every
-    /// three times as many references as there are distinct lines). The new time of each old time
-    /// that was marked, by old time.
-    fn compact(&mut self) -> Vec<u32> {
+    /// three times as many references as there are distinct lines).
+    fn compact(&mut self) {
         let mut cap = self.bits.len() * 64;
         while self.live as usize * 4 > cap {
             cap *= 2;
@@ -261,7 +254,6 @@ impl ExactStack {
         self.tree = tree;
         self.open_group = open_group;
         self.now = k;
-        rank
     }
 }
 

@@ -1,24 +1,32 @@
 //! An open-addressing hash map from cache-line numbers to 32-bit values, for the stack-distance
 //! engines' hot path: one multiply to hash, linear probing, no allocation per entry, backward-shift
-//! deletion (no tombstones).
+//! deletion (no tombstones). Each line also gets a number of its own when first inserted, 0, 1, 2,
+//! ... in order of insertion, kept in the entry's spare 4 bytes (the set-indexed model names lines
+//! by it).
 
 const EMPTY: u64 = u64::MAX;
 
-/// A key and its value side by side: one cache line holds both (one miss a lookup).
+/// A key, its value and its number side by side: one cache line holds them (one miss a lookup),
+/// in the 16 bytes a key and a value take with their padding.
 #[derive(Clone, Copy)]
 struct Entry {
     key: u64,
     value: u32,
+    id: u32,
 }
 
 const VACANT: Entry = Entry {
     key: EMPTY,
     value: 0,
+    id: 0,
 };
 
 pub struct LineMap {
     entries: Vec<Entry>,
     len: usize,
+    /// Keys ever inserted: the next new key's number (wrapping; a removed key's number is not
+    /// given again).
+    inserted: u32,
     mask: usize,
     /// 64 − log2(slots): the hash's top bits index the table.
     shift: u32,
@@ -42,11 +50,13 @@ impl LineMap {
         LineMap {
             entries: vacant_entries(cap),
             len: 0,
+            inserted: 0,
             mask: cap - 1,
             shift: 64 - cap.trailing_zeros(),
         }
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -56,10 +66,17 @@ impl LineMap {
         (hash(line) >> self.shift) as usize & self.mask
     }
 
-    /// Set `line` to `v`; the previous value, if any. `line` is never `u64::MAX` (line numbers
-    /// are addresses shifted right by at least one bit).
-    #[inline]
+    /// Set `line` to `v`; the previous value, if any.
+    #[cfg(test)]
     pub fn insert(&mut self, line: u64, v: u32) -> Option<u32> {
+        self.insert_numbered(line, v).0
+    }
+
+    /// Set `line` to `v`: the previous value, if any, and the line's number (a new line takes
+    /// the next one). `line` is never `u64::MAX` (line numbers are addresses shifted right by at
+    /// least one bit).
+    #[inline]
+    pub fn insert_numbered(&mut self, line: u64, v: u32) -> (Option<u32>, u32) {
         debug_assert_ne!(line, EMPTY);
         if (self.len + 1) * 2 > self.entries.len() {
             self.grow();
@@ -70,15 +87,18 @@ impl LineMap {
             if e.key == line {
                 let old = e.value;
                 e.value = v;
-                return Some(old);
+                return (Some(old), e.id);
             }
             if e.key == EMPTY {
+                let id = self.inserted;
                 *e = Entry {
                     key: line,
                     value: v,
+                    id,
                 };
                 self.len += 1;
-                return None;
+                self.inserted = id.wrapping_add(1);
+                return (None, id);
             }
             i = (i + 1) & self.mask;
         }
@@ -236,6 +256,33 @@ mod tests {
         }
         for (k, v) in &r {
             assert_eq!(m.get(*k), Some(*v));
+        }
+    }
+
+    /// Lines are numbered in order of first insertion; a number stays through doublings and the
+    /// removal of other lines, and a line removed and inserted again takes a new one.
+    #[test]
+    fn lines_keep_their_numbers() {
+        let mut m = LineMap::with_capacity(4);
+        let mut numbers: HashMap<u64, u32> = HashMap::new();
+        let mut next = 0;
+        let mut x = 777u64;
+        for i in 0..20_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let line = x % 3000 + ((x >> 60) << 50);
+            if x.is_multiple_of(5) {
+                m.remove(line);
+                numbers.remove(&line);
+                continue;
+            }
+            let (_, id) = m.insert_numbered(line, i);
+            let want = *numbers.entry(line).or_insert_with(|| {
+                next += 1;
+                next - 1
+            });
+            assert_eq!(id, want, "line {line}");
         }
     }
 }

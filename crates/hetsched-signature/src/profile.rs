@@ -115,7 +115,7 @@ impl Noted {
 /// One line reference through the exact engine and the set-indexed model.
 #[inline(always)]
 fn exact_ref(e: &mut ExactStack, set: &mut SetIndexed, line: u64, hist: &mut Histogram) {
-    let reuse = e.access_timed(line, |rank| set.renumber(rank));
+    let reuse = e.access_numbered(line);
     match reuse.distance {
         Some(d) => hist.add(d, 1.0),
         None => hist.add_cold(1.0),

@@ -8,30 +8,37 @@
 //! has per-set distance `p`; one not found has a distance of at least `D` (a miss at every
 //! associativity of that set count).
 //!
-//! A set holds its lines by the time of their last reference, not by their numbers: a line's
-//! time names it as surely (no two lines share a last reference), takes 4 bytes instead of 8, and
-//! the engine that feeds the model knows it already. The exact engine hands over its times
-//! ([`crate::exact::Reuse`]); for a sampled engine, which does not see every line, the model keeps
-//! a clock of its own. When the times are renumbered, so are the sets'.
+//! A set holds its lines by their numbers in the engine that feeds the model (0, 1, 2, ... in
+//! order of first reference, [`crate::exact::Reuse::id`]), not by their line numbers: 4 bytes
+//! instead of 8, and a line keeps its number for good, so a set is written only when its order
+//! changes. A sampled engine does not see every line; for it the model numbers the lines itself
+//! ([`SetIndexed::with_clock`]).
 //!
 //! One pass serves every set count: a reference visits one set per set count (14 for 64-byte
-//! lines): it looks for the line's previous time among the set's `D` times and moves the times
-//! before it one place down, its new time first. On CPUs with AVX2 that is a handful of vector
-//! compares, permutes and blends a set, with no branch on where the line was found. A reference to
-//! the line referenced just before (global distance 0) is first in every set and visits none.
-//! Memory is fixed by the grid: `sets × D` times per set count (5 MiB for 64-byte lines), whatever
-//! the trace, plus, with a sampled engine, the clock's time of every distinct line.
+//! lines), fewest sets first: it looks for its line among the set's `D` numbers and moves the
+//! numbers before it one place down, its own first. A line first in its set at `S` sets is first
+//! in its set at every finer count `S × 2^k`: that set holds only lines of the coarser one (lines
+//! equal modulo `S × 2^k` are equal modulo `S`), none of which was referenced since the line was.
+//! Nothing changes in those sets, and each counts the reference at per-set distance 0; the visit
+//! stops at the first set count where the line is first. On CPUs with AVX2 a set's search and
+//! shift is a handful of vector compares, permutes and blends; the shift does not branch on where
+//! the line was found. A reference to the line referenced just before (global distance 0) is
+//! first in every set and visits none. Memory is fixed by the grid: `sets × D` numbers per set
+//! count (5 MiB for 64-byte lines), whatever the trace, plus, with a sampled engine, the number
+//! of every distinct line.
 
 use crate::exact::Reuse;
 use crate::histogram::{Histogram, SetHits};
 use crate::linemap::LineMap;
 use hetsched_core::signature::{SIGNATURE_ASSOC, SIGNATURE_SIZES};
 
-/// An empty place in a set (no reference ever takes the last time).
+/// An empty place in a set. No line takes this number: lines are numbered in order of first
+/// reference, and a trace of 2^32 − 1 distinct lines (256 GiB touched) is beyond the engines
+/// (the exact engine's 32-bit times run out first).
 const EMPTY: u32 = u32::MAX;
 
-/// 64 bytes of times: a level's storage, aligned so that no set straddles more cache lines than
-/// its size needs.
+/// 64 bytes of line numbers: a level's storage, aligned so that no set straddles more cache
+/// lines than its size needs.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Block([u32; 16]);
@@ -41,36 +48,38 @@ struct Block([u32; 16]);
 const PREFETCH_ABOVE_BYTES: usize = 96 << 10;
 
 /// The cache of one number of sets.
+#[derive(Clone, Copy)]
 struct Level {
     /// Number of sets − 1 (the number of sets is a power of two).
     mask: u64,
     /// Lines each set keeps: the largest associativity asked of this number of sets.
     depth: usize,
-    /// Where its `sets × depth` times start in [`Times`], each set's most recent first (`EMPTY`
-    /// where a set is not full); a whole number of blocks.
+    /// Where its `sets × depth` line numbers start in [`Ids`], each set's most recent first
+    /// (`EMPTY` where a set is not full); a whole number of blocks.
     start: usize,
 }
 
 impl Level {
-    /// The first time of `line`'s set.
+    /// The first place of `line`'s set.
     #[inline(always)]
     fn set_start(&self, line: u64) -> usize {
         self.start + (line & self.mask) as usize * self.depth
     }
 
-    /// Times the level holds.
+    /// Places the level holds.
     fn len(&self) -> usize {
         (self.mask as usize + 1) * self.depth
     }
 }
 
-/// Every level's times in one allocation, so that the 5 MiB read at random can take huge pages.
-struct Times(Vec<Block>);
+/// Every level's line numbers in one allocation, so that the 5 MiB read at random can take huge
+/// pages.
+struct Ids(Vec<Block>);
 
-impl Times {
+impl Ids {
     fn for_levels(levels: &[Level]) -> Self {
         let end = levels.iter().map(|l| l.start + l.len()).max().unwrap_or(0);
-        Times(crate::huge_pages::filled(
+        Ids(crate::huge_pages::filled(
             end.div_ceil(16),
             Block([EMPTY; 16]),
         ))
@@ -87,7 +96,7 @@ impl Times {
         unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast(), self.0.len() * 16) }
     }
 
-    /// The times of `level`.
+    /// The line numbers of `level`.
     #[cfg(test)]
     fn of(&self, level: &Level) -> &[u32] {
         &self.all()[level.start..level.start + level.len()]
@@ -108,63 +117,42 @@ pub fn grid_caches(line_bytes: u32) -> Vec<(u64, u32)> {
     caches
 }
 
-/// Every line's last reference time, for a sampled engine (which keeps only its sample's): times
-/// advance on each reference that is not a repeat and are renumbered in order when they run out.
-struct LineClock {
-    times: LineMap,
-    now: u32,
-    /// Times run out here (below `EMPTY`; smaller in tests, to renumber often).
-    limit: u32,
+/// Every line's number, for a sampled engine (which numbers only its sample's lines).
+struct LineNumbers {
+    ids: LineMap,
     /// The line referenced last.
     last: u64,
 }
 
-impl LineClock {
-    fn new(limit: u32) -> Self {
-        LineClock {
-            times: LineMap::with_capacity(1 << 12),
-            now: 0,
-            limit: limit.min(EMPTY - 1),
+impl LineNumbers {
+    fn new() -> Self {
+        LineNumbers {
+            ids: LineMap::with_capacity(1 << 12),
             last: u64::MAX,
         }
     }
 
-    /// The reference's previous and new times, or `None` for a repeat. When the times run out,
-    /// the live ones are renumbered 0.. in order first and `renumbered` is told how.
+    /// The line's number, or `None` for a repeat of the line referenced just before.
     #[inline(always)]
-    fn tick(
-        &mut self,
-        line: u64,
-        renumbered: impl FnOnce(&dyn Fn(u32) -> u32),
-    ) -> Option<(Option<u32>, u32)> {
+    fn number(&mut self, line: u64) -> Option<u32> {
         if line == self.last {
             return None;
         }
-        if self.now == self.limit {
-            let mut live: Vec<u32> = Vec::with_capacity(self.times.len());
-            self.times.map_values(|t| {
-                live.push(t);
-                t
-            });
-            live.sort_unstable();
-            let rank = |t: u32| live.partition_point(|&u| u < t) as u32;
-            self.times.map_values(rank);
-            renumbered(&rank);
-            self.now = live.len() as u32;
-        }
         self.last = line;
-        let now = self.now;
-        self.now += 1;
-        Some((self.times.insert(line, now), now))
+        Some(self.ids.insert_numbered(line, 0).1)
     }
 }
 
 /// Per-set stack distances for every set count of the grid, into a histogram's `set_hits`.
 pub struct SetIndexed {
+    /// Fewest sets first (the visit of a reference stops at the first set count where its line
+    /// is first in its set).
     levels: Vec<Level>,
-    times: Times,
-    /// The model's own clock, for an engine that hands over no times (sampled).
-    clock: Option<LineClock>,
+    /// The levels whose sets are prefetched (too large for the second-level cache).
+    prefetched: Vec<Level>,
+    ids: Ids,
+    /// The model's own line numbers, for an engine that hands over none (sampled).
+    numbers: Option<LineNumbers>,
     /// The CPU runs AVX2: sets are searched and shifted with vector instructions.
     vector: bool,
 }
@@ -180,8 +168,9 @@ impl SetIndexed {
     pub fn none() -> Self {
         SetIndexed {
             levels: Vec::new(),
-            times: Times(Vec::new()),
-            clock: None,
+            prefetched: Vec::new(),
+            ids: Ids(Vec::new()),
+            numbers: None,
             vector: false,
         }
     }
@@ -201,6 +190,7 @@ impl SetIndexed {
                 None => by_sets.push((sets, ways as usize)),
             }
         }
+        // Fewest sets first: each level's sets are unions of the next one's.
         by_sets.sort_unstable();
         let mut start = 0;
         let levels: Vec<Level> = by_sets
@@ -217,25 +207,25 @@ impl SetIndexed {
             })
             .collect();
         SetIndexed {
-            times: Times::for_levels(&levels),
+            ids: Ids::for_levels(&levels),
+            prefetched: levels
+                .iter()
+                .filter(|l| l.len() * 4 > PREFETCH_ABOVE_BYTES)
+                .copied()
+                .collect(),
             levels,
-            clock: None,
+            numbers: None,
             vector: vector_sets_supported(),
         }
     }
 
-    /// Keep a clock of line times, for use with [`Self::access`] (an engine that hands over
-    /// none); the times are renumbered after `limit` of them.
-    fn with_clock_limit(mut self, limit: u32) -> Self {
+    /// The same model for a sampled engine: it numbers every line itself, for use with
+    /// [`Self::access`].
+    pub fn with_clock(mut self) -> Self {
         if !self.levels.is_empty() {
-            self.clock = Some(LineClock::new(limit));
+            self.numbers = Some(LineNumbers::new());
         }
         self
-    }
-
-    /// The same model for a sampled engine: it keeps every line's time itself.
-    pub fn with_clock(self) -> Self {
-        self.with_clock_limit(EMPTY - 1)
     }
 
     /// The scalar search and shift even where the CPU has AVX2 (to check one against the other).
@@ -261,20 +251,18 @@ impl SetIndexed {
     }
 
     /// Bring the sets `line` will visit into cache, those of the levels too large to stay there,
-    /// and its clock entry (a hint; no effect on results).
+    /// and its number's entry (a hint; no effect on results).
     #[inline(always)]
     pub fn prefetch(&self, line: u64) {
-        if let Some(clock) = &self.clock {
-            clock.times.prefetch(line);
+        if let Some(numbers) = &self.numbers {
+            numbers.ids.prefetch(line);
         }
-        let times = self.times.all();
-        for level in &self.levels {
-            if level.len() * 4 > PREFETCH_ABOVE_BYTES {
-                let start = level.set_start(line);
-                hetsched_core::prefetch::prefetch(&times[start]);
-                if level.depth > 16 {
-                    hetsched_core::prefetch::prefetch(&times[start + 16]);
-                }
+        let ids = self.ids.all();
+        for level in &self.prefetched {
+            let start = level.set_start(line);
+            hetsched_core::prefetch::prefetch(&ids[start]);
+            if level.depth > 16 {
+                hetsched_core::prefetch::prefetch(&ids[start + 16]);
             }
         }
     }
@@ -290,85 +278,85 @@ impl SetIndexed {
             // The line referenced last again: first in every set, nothing moves.
             hist.set_repeats += 1.0;
         } else {
-            self.visit(line, reuse.previous, reuse.now, hist);
+            self.visit::<false>(line, reuse.id, hist);
         }
     }
 
-    /// The exact engine renumbered its times: `rank[t]` is the new time of each live time `t`.
-    pub fn renumber(&mut self, rank: &[u32]) {
-        renumber(&mut self.times, &|t| rank[t as usize]);
-    }
-
-    /// Reference `line` on the model's own clock (a sampled engine; see [`Self::with_clock`]).
+    /// Reference `line` with the model's own numbers (a sampled engine; see [`Self::with_clock`]).
     #[inline]
     pub fn access(&mut self, line: u64, hist: &mut Histogram) {
-        let Some(clock) = self.clock.as_mut() else {
+        let Some(numbers) = self.numbers.as_mut() else {
             debug_assert!(
                 self.levels.is_empty(),
-                "a model without a clock takes times"
+                "a model without its own numbers takes the engine's"
             );
             return;
         };
-        let times = &mut self.times;
-        let tick = clock.tick(line, |rank| renumber(times, rank));
+        let id = numbers.number(line);
         hist.set_refs += 1.0;
-        match tick {
+        match id {
             None => hist.set_repeats += 1.0,
-            Some((previous, now)) => self.visit(line, previous, now, hist),
+            Some(id) => self.visit::<false>(line, id, hist),
         }
     }
 
-    /// Look for `line`'s previous time in its set at every set count, count its place, and move
-    /// it first with its new time.
+    /// Look for line `id` in `line`'s set at every set count, fewest sets first, count its place
+    /// and move it first; from the first set count where it is first already, count it first at
+    /// that and every finer count and stop (or, with `ALL`, a check, visit them all the same).
     #[inline]
-    fn visit(&mut self, line: u64, previous: Option<u32>, now: u32, hist: &mut Histogram) {
-        debug_assert!(now != EMPTY && previous != Some(EMPTY));
+    fn visit<const ALL: bool>(&mut self, line: u64, id: u32, hist: &mut Histogram) {
+        debug_assert!(id != EMPTY);
         let vector = self.vector;
         let hits = self.hits_of(hist);
-        let times = self.times.all_mut();
+        let ids = self.ids.all_mut();
         #[cfg(target_arch = "x86_64")]
-        if vector {
+        let first = if vector {
             // SAFETY: `vector` is set only where the CPU runs AVX2.
-            unsafe { vector::visit(&self.levels, times, hits, line, previous, now) };
-            return;
-        }
-        let _ = vector;
-        for (level, counts) in self.levels.iter().zip(hits.iter_mut()) {
-            visit_scalar(level, times, counts, line, previous, now);
+            unsafe { vector::visit::<ALL>(&self.levels, ids, hits, line, id) }
+        } else {
+            visit_levels_scalar::<ALL>(&self.levels, ids, hits, line, id)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let first = {
+            let _ = vector;
+            visit_levels_scalar::<ALL>(&self.levels, ids, hits, line, id)
+        };
+        for counts in &mut hits[first..] {
+            counts.hits[0] += 1.0;
         }
     }
 }
 
-/// Look for `previous` in `line`'s set of `level`, count its place and move it first as `now`.
+/// The scalar visit of every level up to the first where the line is first in its set (every
+/// level with `ALL`): that level's index, or the number of levels.
 #[inline(always)]
-fn visit_scalar(
-    level: &Level,
-    times: &mut [u32],
-    counts: &mut SetHits,
+fn visit_levels_scalar<const ALL: bool>(
+    levels: &[Level],
+    ids: &mut [u32],
+    hits: &mut [SetHits],
     line: u64,
-    previous: Option<u32>,
-    now: u32,
-) {
+    id: u32,
+) -> usize {
+    for (k, (level, counts)) in levels.iter().zip(hits.iter_mut()).enumerate() {
+        match visit_scalar(level, ids, line, id) {
+            Some(0) if !ALL => return k,
+            Some(p) => counts.hits[p] += 1.0,
+            None => {}
+        }
+    }
+    levels.len()
+}
+
+/// Look for line `id` in `line`'s set of `level` and move it first: its place, if there.
+#[inline(always)]
+fn visit_scalar(level: &Level, ids: &mut [u32], line: u64, id: u32) -> Option<usize> {
     let depth = level.depth;
     let start = level.set_start(line);
-    let set = &mut times[start..start + depth];
-    let found = previous.and_then(|t| set.iter().position(|&s| s == t));
-    let end = match found {
-        Some(p) => {
-            counts.hits[p] += 1.0;
-            p
-        }
-        None => depth - 1,
-    };
-    set.copy_within(0..end, 1);
-    set[0] = now;
-}
-
-/// Give every time in the sets its new number.
-fn renumber(times: &mut Times, new_time: &dyn Fn(u32) -> u32) {
-    for t in times.all_mut().iter_mut().filter(|t| **t != EMPTY) {
-        *t = new_time(*t);
-    }
+    let set = &mut ids[start..start + depth];
+    let found = set.iter().position(|&s| s == id);
+    set.copy_within(0..found.unwrap_or(depth - 1), 1);
+    set[0] = id;
+    found
 }
 
 /// Whether this CPU runs the vector form of the search and shift.
@@ -383,72 +371,70 @@ fn vector_sets_supported() -> bool {
     }
 }
 
-/// The search and shift of a set in AVX2: the place of the previous time from an equality mask,
-/// then every place up to it takes its predecessor (a lane rotation, the last lane carried into
-/// the next vector) where a lane compare says so, the new time first. Every set is read and
-/// written whole, wherever the line was: no branch on it.
+/// The search and shift of a set in AVX2: the place of the line from an equality mask, then every
+/// place up to it takes its predecessor (a lane rotation, the last lane carried into the next
+/// vector) where a lane compare says so, the line first. A set whose first place holds the line
+/// is left as it is; any other is read and written whole, wherever the line was: no branch on it.
 #[cfg(target_arch = "x86_64")]
 mod vector {
-    use super::{Level, SetHits, EMPTY};
+    use super::{Level, SetHits};
     use std::arch::x86_64::*;
 
+    /// As [`super::visit_levels_scalar`].
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn visit(
+    pub(super) unsafe fn visit<const ALL: bool>(
         levels: &[Level],
-        times: &mut [u32],
+        ids: &mut [u32],
         hits: &mut [SetHits],
         line: u64,
-        previous: Option<u32>,
-        now: u32,
-    ) {
-        for (level, counts) in levels.iter().zip(hits.iter_mut()) {
+        id: u32,
+    ) -> usize {
+        for (k, (level, counts)) in levels.iter().zip(hits.iter_mut()).enumerate() {
             let start = level.set_start(line);
-            let set = times[start..start + level.depth].as_mut_ptr();
-            // SAFETY (all four): `set` starts one set of `depth` times inside the level, and this
-            // function runs only where the CPU has AVX2.
+            let set = ids[start..start + level.depth].as_mut_ptr();
+            // SAFETY (all four): `set` starts one set of `depth` places inside the level, and
+            // this function runs only where the CPU has AVX2.
             let found = unsafe {
                 match level.depth {
-                    32 => set_of_8s::<4>(set, previous, now),
-                    16 => set_of_8s::<2>(set, previous, now),
-                    8 => set_of_8s::<1>(set, previous, now),
-                    4 => set_of_4(set, previous, now),
+                    32 => set_of_8s::<4>(set, id),
+                    16 => set_of_8s::<2>(set, id),
+                    8 => set_of_8s::<1>(set, id),
+                    4 => set_of_4(set, id),
                     // Sets of 1 or 2 ways (caches of very long lines, tests).
-                    _ => {
-                        super::visit_scalar(level, times, counts, line, previous, now);
-                        continue;
-                    }
+                    _ => super::visit_scalar(level, ids, line, id),
                 }
             };
-            if let Some(p) = found {
-                counts.hits[p] += 1.0;
+            match found {
+                Some(0) if !ALL => return k,
+                Some(p) => counts.hits[p] += 1.0,
+                None => {}
             }
         }
+        levels.len()
     }
 
-    /// A set of `8 × N` times at `set`: the place of `previous`, if there, and the shift.
+    /// A set of `8 × N` line numbers at `set`: the place of `id`, if there, and the shift.
     #[inline(always)]
-    unsafe fn set_of_8s<const N: usize>(
-        set: *mut u32,
-        previous: Option<u32>,
-        now: u32,
-    ) -> Option<usize> {
+    unsafe fn set_of_8s<const N: usize>(set: *mut u32, id: u32) -> Option<usize> {
         let p = set.cast::<__m256i>();
-        // SAFETY: the caller's: `set` starts a set of `8 × N` times.
+        // SAFETY: the caller's: `set` starts a set of `8 × N` line numbers.
         unsafe {
+            let want = _mm256_set1_epi32(id as i32);
             let mut v = [_mm256_setzero_si256(); N];
-            let mut mask = 0u32;
-            let want = _mm256_set1_epi32(previous.unwrap_or(EMPTY) as i32);
-            for (i, vi) in v.iter_mut().enumerate() {
-                *vi = _mm256_loadu_si256(p.add(i));
-                let eq = _mm256_cmpeq_epi32(*vi, want);
-                mask |= (_mm256_movemask_ps(_mm256_castsi256_ps(eq)) as u32) << (8 * i);
+            v[0] = _mm256_loadu_si256(p);
+            let mut mask = eq_mask(v[0], want);
+            if mask & 1 != 0 {
+                // First already: nothing moves (and the rest of the set is not read).
+                return Some(0);
             }
-            // A first reference matches nothing (its `EMPTY` would match empty places).
-            let mask = if previous.is_some() { mask } else { 0 };
+            for (i, vi) in v.iter_mut().enumerate().skip(1) {
+                *vi = _mm256_loadu_si256(p.add(i));
+                mask |= eq_mask(*vi, want) << (8 * i);
+            }
             let found = (mask != 0).then(|| mask.trailing_zeros() as usize);
             let through = _mm256_set1_epi32(found.unwrap_or(8 * N - 1) as i32 + 1);
             let rotate = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
-            let mut carry = _mm256_set1_epi32(now as i32);
+            let mut carry = want;
             for (i, vi) in v.iter().enumerate() {
                 let r = _mm256_permutevar8x32_epi32(*vi, rotate);
                 let shifted = _mm256_blend_epi32::<1>(r, carry);
@@ -462,20 +448,29 @@ mod vector {
         }
     }
 
-    /// A set of 4 times at `set`.
+    /// The lanes of `v` equal to `want`, one bit each.
     #[inline(always)]
-    unsafe fn set_of_4(set: *mut u32, previous: Option<u32>, now: u32) -> Option<usize> {
+    unsafe fn eq_mask(v: __m256i, want: __m256i) -> u32 {
+        // SAFETY: the caller runs with AVX2.
+        unsafe { _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(v, want))) as u32 }
+    }
+
+    /// A set of 4 line numbers at `set`.
+    #[inline(always)]
+    unsafe fn set_of_4(set: *mut u32, id: u32) -> Option<usize> {
         let p = set.cast::<__m128i>();
-        // SAFETY: the caller's: `set` starts a set of 4 times.
+        // SAFETY: the caller's: `set` starts a set of 4 line numbers.
         unsafe {
             let v = _mm_loadu_si128(p);
-            let want = _mm_set1_epi32(previous.unwrap_or(EMPTY) as i32);
+            let want = _mm_set1_epi32(id as i32);
             let mask = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v, want))) as u32;
-            let mask = if previous.is_some() { mask } else { 0 };
+            if mask & 1 != 0 {
+                return Some(0);
+            }
             let found = (mask != 0).then(|| mask.trailing_zeros() as usize);
             let through = _mm_set1_epi32(found.unwrap_or(3) as i32 + 1);
             let r = _mm_shuffle_epi32::<0b10_01_00_00>(v);
-            let shifted = _mm_blend_epi32::<1>(r, _mm_set1_epi32(now as i32));
+            let shifted = _mm_blend_epi32::<1>(r, want);
             let take = _mm_cmpgt_epi32(through, _mm_setr_epi32(0, 1, 2, 3));
             _mm_storeu_si128(p, _mm_blendv_epi8(v, shifted, take));
             found
@@ -505,15 +500,15 @@ mod tests {
         assert_eq!(depths[13], 4);
         assert_eq!(depths[12], 8);
         let bytes: usize = s.levels.iter().map(|l| l.len() * 4).sum();
-        assert_eq!(s.times.0.len() * 64, bytes);
-        // (8 + ... + 8192) x 32 + 16384 x 16 + 32768 x 8 + 65536 x 4 times of 4 bytes.
+        assert_eq!(s.ids.0.len() * 64, bytes);
+        // (8 + ... + 8192) x 32 + 16384 x 16 + 32768 x 8 + 65536 x 4 numbers of 4 bytes.
         assert_eq!(bytes, 16_376 * 32 * 4 + 3 * (1 << 20));
     }
 
     /// Feed `lines` through the exact engine into `s`.
     fn through_exact(s: &mut SetIndexed, e: &mut ExactStack, lines: &[u64], h: &mut Histogram) {
         for &line in lines {
-            let reuse = e.access_timed(line, |rank| s.renumber(rank));
+            let reuse = e.access_numbered(line);
             s.access_after(line, reuse, h);
         }
     }
@@ -576,14 +571,14 @@ mod tests {
     }
 
     #[test]
-    fn times_renumbered_by_the_exact_engine_keep_the_sets_right() {
+    fn compactions_of_the_exact_engine_keep_the_sets_right() {
         let lines = mixed_lines(30_000, 7);
         for scalar in [false, true] {
             let mut s = SetIndexed::for_caches(&CACHES);
             if scalar {
                 s = s.scalar();
             }
-            // Room for 512 times: hundreds of renumberings.
+            // Room for 512 times: hundreds of compactions, which renumber times, not lines.
             let mut e = ExactStack::with_capacity(512);
             let mut h = Histogram::default();
             through_exact(&mut s, &mut e, &lines, &mut h);
@@ -592,15 +587,14 @@ mod tests {
     }
 
     #[test]
-    fn the_models_own_clock_renumbered_keeps_the_sets_right() {
+    fn the_models_own_numbers_keep_the_sets_right() {
         // At most 6,000 distinct lines, some 2^40 lines apart.
         let lines: Vec<u64> = mixed_lines(30_000, 11)
             .iter()
             .map(|&l| l % 2000 + (l >> 40 << 40))
             .collect();
-        let ticks = lines.windows(2).filter(|w| w[0] != w[1]).count() as u32 + 1;
-        for (limit, scalar) in [(EMPTY - 1, false), (7000, false), (7000, true)] {
-            let mut s = SetIndexed::for_caches(&CACHES).with_clock_limit(limit);
+        for scalar in [false, true] {
+            let mut s = SetIndexed::for_caches(&CACHES).with_clock();
             if scalar {
                 s = s.scalar();
             }
@@ -609,12 +603,100 @@ mod tests {
                 s.access(l, &mut h);
             }
             check(&h, &lines);
-            let now = s.clock.as_ref().unwrap().now;
-            if limit == 7000 {
-                // Renumbered a few times over (each down to the live lines, under 6,000).
-                assert!(now < 7000 && ticks > 20_000, "{now} of {ticks}");
-            } else {
-                assert_eq!(now, ticks);
+            let distinct = lines.iter().collect::<std::collections::HashSet<_>>().len();
+            assert_eq!(s.numbers.as_ref().unwrap().ids.len(), distinct);
+        }
+    }
+
+    /// `model` fed `lines` (through the exact engine `e`, or on its own numbers without one),
+    /// every set count visited whatever the line's place at the coarser ones.
+    fn without_early_stop(
+        model: &mut SetIndexed,
+        mut e: Option<&mut ExactStack>,
+        lines: &[u64],
+        h: &mut Histogram,
+    ) {
+        for &line in lines {
+            let id = match e.as_deref_mut() {
+                Some(e) => {
+                    let reuse = e.access_numbered(line);
+                    (reuse.distance != Some(0)).then_some(reuse.id)
+                }
+                None => model.numbers.as_mut().unwrap().number(line),
+            };
+            h.set_refs += 1.0;
+            match id {
+                Some(id) => model.visit::<true>(line, id, h),
+                None => h.set_repeats += 1.0,
+            }
+        }
+    }
+
+    /// A line first in its set at some set count is first at every finer one, where nothing
+    /// moves: stopping there gives the same counts and the same sets as visiting every set count,
+    /// on random streams of lines near and far apart, through the exact engine (compacting often
+    /// or not) and on the model's own numbers, vector and scalar, for lines of 8 to 4,096 bytes.
+    #[test]
+    fn stopping_where_the_line_is_first_changes_nothing() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for round in 0..12u64 {
+            let n = 2_000 + 1_000 * round;
+            let lines: Vec<u64> = (0..n)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // Few lines or many; runs of neighbours; repeats; lines 2^k apart.
+                    match x % 7 {
+                        0 => x % (16 + round * 40),
+                        1 => (x >> 8) % 100_000,
+                        2 => i / 4,
+                        3 => ((x >> 8) % 64) << (round % 20),
+                        _ => (x >> 16) % (1 << (6 + round)),
+                    }
+                })
+                .collect();
+            let line_bytes = [8, 64, 64, 4096][round as usize % 4];
+            let caches = grid_caches(line_bytes);
+            for (scalar, sampled, capacity) in [
+                (false, false, 1 << 16),
+                (false, false, 512),
+                (true, false, 512),
+                (false, true, 0),
+                (true, true, 0),
+            ] {
+                let make = || {
+                    let s = SetIndexed::for_grid(line_bytes);
+                    let s = if sampled { s.with_clock() } else { s };
+                    if scalar {
+                        s.scalar()
+                    } else {
+                        s
+                    }
+                };
+                let (mut stop, mut all) = (make(), make());
+                let (mut hs, mut ha) = (Histogram::default(), Histogram::default());
+                let mut e = ExactStack::with_capacity(capacity.max(512));
+                if sampled {
+                    for &l in &lines {
+                        stop.access(l, &mut hs);
+                    }
+                    without_early_stop(&mut all, None, &lines, &mut ha);
+                } else {
+                    through_exact(&mut stop, &mut e, &lines, &mut hs);
+                    let mut e = ExactStack::with_capacity(capacity.max(512));
+                    without_early_stop(&mut all, Some(&mut e), &lines, &mut ha);
+                }
+                let what = format!("round {round}, {line_bytes} B, {scalar} {sampled} {capacity}");
+                assert_eq!(hs, ha, "{what}");
+                for (a, b) in stop.levels.iter().zip(&all.levels) {
+                    assert!(
+                        stop.ids.of(a) == all.ids.of(b),
+                        "{what}: {} sets",
+                        a.mask + 1
+                    );
+                }
+                check_caches(&hs, &lines, &caches);
             }
         }
     }
@@ -635,7 +717,7 @@ mod tests {
     }
 
     #[test]
-    fn vector_and_scalar_sets_hold_the_same_times() {
+    fn vector_and_scalar_sets_hold_the_same_lines() {
         if !vector_sets_supported() {
             return;
         }
@@ -648,7 +730,7 @@ mod tests {
         through_exact(&mut p, &mut ep, &lines, &mut hp);
         assert_eq!(hv, hp);
         for (a, b) in v.levels.iter().zip(&p.levels) {
-            assert!(v.times.of(a) == p.times.of(b), "{} sets", a.mask + 1);
+            assert!(v.ids.of(a) == p.ids.of(b), "{} sets", a.mask + 1);
         }
     }
 }
