@@ -410,6 +410,8 @@ impl<'a> Simulation<'a> {
                 if let Some(b) = &self.baseline {
                     b.prefetch_wake(thread);
                 }
+                // The balancer's first question: may it run on its previous core?
+                prefetch(&self.allowed_reach[thread]);
                 thread
             }
             Event::PhaseEnd { core, .. } => match self.cores[core].current {
