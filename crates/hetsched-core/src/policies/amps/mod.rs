@@ -471,10 +471,10 @@ impl Orders {
             .map_or(f64::MAX, |&a| f64::from_bits(a))
     }
 
-    /// Take core `c` out of (`file` false) or put it into (`file` true) bucket `b` of every order
+    /// Put core `c` into (`into` true) or take it out of (`into` false) bucket `b` of every order
     /// it belongs to: the whole machine's, the sources' unless it failed in this balance, its
     /// LLC's and its node's.
-    fn file(&mut self, machine: &Machine, failed: bool, c: usize, b: BucketId, file: bool) {
+    fn file(&mut self, machine: &Machine, failed: bool, c: usize, b: BucketId, into: bool) {
         let Orders {
             keys,
             all,
@@ -487,7 +487,7 @@ impl Orders {
         let node = node.get_mut(machine.node[c].index());
         let source = (!failed).then_some(sources);
         for set in std::iter::once(all).chain(source).chain(llc).chain(node) {
-            if file {
+            if into {
                 set.insert(keys, b, c as u32);
             } else {
                 set.remove(keys, b, c as u32);
