@@ -905,20 +905,10 @@ proptest::proptest! {
                             }
                         }
                     }
-                    // Wake a blocked thread on another core.
+                    // Wake a blocked thread on another core (placed there as a backend would).
                     1 => {
                         if s.threads[t].state == ThreadState::Blocked {
-                            let c = CoreId(core % n);
-                            let busy = s.threads.iter().any(|x| {
-                                x.cpu == Some(c) && x.state == ThreadState::Running
-                            });
-                            s.threads[t].cpu = Some(c);
-                            s.threads[t].allowed = CpuSet::single(c);
-                            s.threads[t].state = if busy {
-                                ThreadState::Runnable
-                            } else {
-                                ThreadState::Running
-                            };
+                            s.apply(&[Placement::pin(ThreadId(t as u32), CoreId(core % n))]);
                         }
                     }
                     _ => {
