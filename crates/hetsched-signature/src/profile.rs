@@ -120,7 +120,7 @@ fn exact_ref(e: &mut ExactStack, set: &mut SetIndexed, line: u64, hist: &mut His
         Some(d) => hist.add(d, 1.0),
         None => hist.add_cold(1.0),
     }
-    set.access_after(line, reuse, hist);
+    set.access_after(line, reuse);
 }
 
 /// The second pass of a batch for the exact engine: the noted references' lines, each hash-map
@@ -299,7 +299,7 @@ impl Profiler {
             Engine::Shards(s) => {
                 for line in first..=last {
                     s.access(line, hist);
-                    self.sets.access(line, hist);
+                    self.sets.access(line);
                 }
             }
             Engine::Exact(e) => {
@@ -397,7 +397,7 @@ impl Profiler {
                     line_refs += last - first + 1;
                     for line in first..=last {
                         s.access(line, hist);
-                        self.sets.access(line, hist);
+                        self.sets.access(line);
                     }
                 }
                 (data, line_refs)
@@ -416,6 +416,7 @@ impl Profiler {
 
     fn close_window(&mut self) {
         self.drain();
+        self.sets.count_into(&mut self.current.histogram);
         if let Engine::Shards(s) = &mut self.engine {
             s.finish(self.current.line_refs, &mut self.current.histogram);
         }
@@ -534,20 +535,12 @@ mod tests {
         let sizes: Vec<u32> = refs.iter().map(|r| r.size).collect();
         let (mut plain, mut fastest) = (ExactStack::new(), ExactStack::new());
         let (mut hp, mut hf) = (Histogram::default(), Histogram::default());
-        let lp = feed_exact(
-            &mut plain,
-            &mut SetIndexed::for_grid(64),
-            (&addrs, &sizes),
-            6,
-            &mut hp,
-        );
-        let lf = feed_exact_fastest(
-            &mut fastest,
-            &mut SetIndexed::for_grid(64),
-            (&addrs, &sizes),
-            6,
-            &mut hf,
-        );
+        let (mut sp, mut sf) = (SetIndexed::for_grid(64), SetIndexed::for_grid(64));
+        let lp = feed_exact(&mut plain, &mut sp, (&addrs, &sizes), 6, &mut hp);
+        let lf = feed_exact_fastest(&mut fastest, &mut sf, (&addrs, &sizes), 6, &mut hf);
+        sp.count_into(&mut hp);
+        sf.count_into(&mut hf);
+        assert_eq!(hp.set_refs, lp as f64);
         assert_eq!((lp, &hp), (lf, &hf));
         assert!(lp > addrs.len() as u64, "some references span lines");
     }

@@ -20,10 +20,13 @@
 //! in its set at every finer count `S × 2^k`: that set holds only lines of the coarser one (lines
 //! equal modulo `S × 2^k` are equal modulo `S`), none of which was referenced since the line was.
 //! Nothing changes in those sets, and each counts the reference at per-set distance 0; the visit
-//! stops at the first set count where the line is first. On CPUs with AVX2 a set's search and
-//! shift is a handful of vector compares, permutes and blends; the shift does not branch on where
-//! the line was found. A reference to the line referenced just before (global distance 0) is
-//! first in every set and visits none. Memory is fixed by the grid: `sets × D` numbers per set
+//! stops at the first set count where the line is first. The set counts go in runs of one depth
+//! (the grid's are 32, 16, 8 and 4 ways), each run one loop whose search and shift is chosen once.
+//! On CPUs with AVX-512 a set of 32 is two compares into mask registers, two lane alignments and
+//! two masked stores; with AVX2, a handful of vector compares, permutes and blends; the shift does
+//! not branch on where the line was found. Counts are integers kept in the model and added to a
+//! histogram when it is read ([`SetIndexed::count_into`]). A reference to the line referenced
+//! just before (global distance 0) is first in every set and visits none. Memory is fixed by the grid: `sets × D` numbers per set
 //! count (5 MiB for 64-byte lines), whatever the trace, plus, with a sampled engine, the number
 //! of every distinct line.
 
@@ -52,18 +55,23 @@ const PREFETCH_ABOVE_BYTES: usize = 96 << 10;
 struct Level {
     /// Number of sets − 1 (the number of sets is a power of two).
     mask: u64,
-    /// Lines each set keeps: the largest associativity asked of this number of sets.
+    /// Lines each set keeps: the largest associativity asked of this number of sets (a power of
+    /// two).
     depth: usize,
+    /// log2 of `depth`.
+    depth_shift: u32,
     /// Where its `sets × depth` line numbers start in [`Ids`], each set's most recent first
     /// (`EMPTY` where a set is not full); a whole number of blocks.
     start: usize,
+    /// Where its `depth` counts of references by place start in [`Counts::places`].
+    places: usize,
 }
 
 impl Level {
     /// The first place of `line`'s set.
     #[inline(always)]
     fn set_start(&self, line: u64) -> usize {
-        self.start + (line & self.mask) as usize * self.depth
+        self.start + ((line & self.mask) << self.depth_shift) as usize
     }
 
     /// Places the level holds.
@@ -117,6 +125,32 @@ pub fn grid_caches(line_bytes: u32) -> Vec<(u64, u32)> {
     caches
 }
 
+/// Consecutive levels of one depth, `levels[start..end]`: a visit goes through them in one loop,
+/// the form of their search and shift chosen once (the grid's 14 set counts are four runs).
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    depth: usize,
+    start: usize,
+    end: usize,
+}
+
+/// The model's counts since they were last added to a histogram ([`SetIndexed::count_into`]):
+/// integers, so that counting a reference is an add to a register-sized slot, not a
+/// floating-point add through memory on a histogram's heap-held vectors.
+#[derive(Default)]
+struct Counts {
+    /// Line references.
+    refs: u64,
+    /// Of those, repeats of the line referenced just before.
+    repeats: u64,
+    /// References by place at each level (at [`Level::places`]), those found first and not
+    /// stopped at aside.
+    places: Vec<u64>,
+    /// `stops[k]`: visits that stopped at level `k`, the line first in its set there and at every
+    /// finer level.
+    stops: Vec<u64>,
+}
+
 /// Every line's number, for a sampled engine (which numbers only its sample's lines).
 struct LineNumbers {
     ids: LineMap,
@@ -148,13 +182,54 @@ pub struct SetIndexed {
     /// Fewest sets first (the visit of a reference stops at the first set count where its line
     /// is first in its set).
     levels: Vec<Level>,
+    /// The levels in runs of one depth, fewest sets first.
+    runs: Vec<Run>,
     /// The levels whose sets are prefetched (too large for the second-level cache).
     prefetched: Vec<Level>,
     ids: Ids,
     /// The model's own line numbers, for an engine that hands over none (sampled).
     numbers: Option<LineNumbers>,
-    /// The CPU runs AVX2: sets are searched and shifted with vector instructions.
-    vector: bool,
+    /// How sets are searched and shifted: the widest vectors this CPU runs.
+    code: SetCode,
+    counts: Counts,
+}
+
+/// The instructions a set's search and shift is written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SetCode {
+    Scalar,
+    /// 256-bit vectors: a set of 32 places is four.
+    Avx2,
+    /// 512-bit vectors with mask registers: a set of 32 places is two, shifted by one lane
+    /// alignment each and written back under a mask of the places that move.
+    Avx512,
+}
+
+impl SetCode {
+    /// The widest this CPU runs.
+    fn fastest() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+            {
+                return SetCode::Avx512;
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return SetCode::Avx2;
+            }
+        }
+        SetCode::Scalar
+    }
+
+    /// Every form this CPU runs (the tests check each against the scalar one).
+    #[cfg(test)]
+    fn supported() -> Vec<Self> {
+        [SetCode::Scalar, SetCode::Avx2, SetCode::Avx512]
+            .into_iter()
+            .filter(|&c| c as u8 <= SetCode::fastest() as u8)
+            .collect()
+    }
 }
 
 impl SetIndexed {
@@ -168,10 +243,12 @@ impl SetIndexed {
     pub fn none() -> Self {
         SetIndexed {
             levels: Vec::new(),
+            runs: Vec::new(),
             prefetched: Vec::new(),
             ids: Ids(Vec::new()),
             numbers: None,
-            vector: false,
+            code: SetCode::Scalar,
+            counts: Counts::default(),
         }
     }
 
@@ -192,20 +269,43 @@ impl SetIndexed {
         }
         // Fewest sets first: each level's sets are unions of the next one's.
         by_sets.sort_unstable();
-        let mut start = 0;
+        let (mut start, mut places) = (0, 0);
         let levels: Vec<Level> = by_sets
             .into_iter()
             .map(|(sets, depth)| {
+                assert!(
+                    depth.is_power_of_two(),
+                    "associativities are powers of two ({depth})"
+                );
                 let level = Level {
                     mask: sets - 1,
                     depth,
+                    depth_shift: depth.trailing_zeros(),
                     start,
+                    places,
                 };
                 // Each level starts a block: no set straddles more cache lines than it must.
                 start += level.len().next_multiple_of(16);
+                places += depth;
                 level
             })
             .collect();
+        let mut runs: Vec<Run> = Vec::new();
+        for (k, level) in levels.iter().enumerate() {
+            match runs.last_mut() {
+                Some(run) if run.depth == level.depth => run.end = k + 1,
+                _ => runs.push(Run {
+                    depth: level.depth,
+                    start: k,
+                    end: k + 1,
+                }),
+            }
+        }
+        let counts = Counts {
+            places: vec![0; places],
+            stops: vec![0; levels.len()],
+            ..Counts::default()
+        };
         SetIndexed {
             ids: Ids::for_levels(&levels),
             prefetched: levels
@@ -214,8 +314,10 @@ impl SetIndexed {
                 .copied()
                 .collect(),
             levels,
+            runs,
             numbers: None,
-            vector: vector_sets_supported(),
+            code: SetCode::fastest(),
+            counts,
         }
     }
 
@@ -228,15 +330,25 @@ impl SetIndexed {
         self
     }
 
-    /// The scalar search and shift even where the CPU has AVX2 (to check one against the other).
+    /// Search and shift sets in `code` (one the CPU runs), to check one form against another.
     #[cfg(test)]
-    fn scalar(mut self) -> Self {
-        self.vector = false;
+    fn in_code(mut self, code: SetCode) -> Self {
+        self.code = code;
         self
     }
 
-    /// The histogram's per-set counts, one per set count, made when missing.
-    fn hits_of<'h>(&self, hist: &'h mut Histogram) -> &'h mut [SetHits] {
+    /// The scalar search and shift, whatever the CPU runs.
+    #[cfg(test)]
+    fn scalar(self) -> Self {
+        self.in_code(SetCode::Scalar)
+    }
+
+    /// Add the references counted since the last call to `hist` (its per-set counts made when
+    /// missing), and start counting afresh: before a histogram is read or closed.
+    pub fn count_into(&mut self, hist: &mut Histogram) {
+        if self.levels.is_empty() {
+            return;
+        }
         if hist.set_hits.len() != self.levels.len() {
             hist.set_hits = self
                 .levels
@@ -247,7 +359,23 @@ impl SetIndexed {
                 })
                 .collect();
         }
-        &mut hist.set_hits
+        let c = &mut self.counts;
+        hist.set_refs += c.refs as f64;
+        hist.set_repeats += c.repeats as f64;
+        let mut stopped = 0;
+        for (k, (level, counts)) in self.levels.iter().zip(&mut hist.set_hits).enumerate() {
+            // A visit that stopped at a coarser level or this one found the line first here.
+            stopped += c.stops[k];
+            let places = &c.places[level.places..level.places + level.depth];
+            for (h, &n) in counts.hits.iter_mut().zip(places) {
+                *h += n as f64;
+            }
+            counts.hits[0] += stopped as f64;
+        }
+        c.refs = 0;
+        c.repeats = 0;
+        c.places.fill(0);
+        c.stops.fill(0);
     }
 
     /// Bring the sets `line` will visit into cache, those of the levels too large to stay there,
@@ -267,24 +395,25 @@ impl SetIndexed {
         }
     }
 
-    /// Reference `line`, as the exact engine found it.
+    /// Reference `line`, as the exact engine found it (counted until [`Self::count_into`]).
     #[inline]
-    pub fn access_after(&mut self, line: u64, reuse: Reuse, hist: &mut Histogram) {
+    pub fn access_after(&mut self, line: u64, reuse: Reuse) {
         if self.levels.is_empty() {
             return;
         }
-        hist.set_refs += 1.0;
+        self.counts.refs += 1;
         if reuse.distance == Some(0) {
             // The line referenced last again: first in every set, nothing moves.
-            hist.set_repeats += 1.0;
+            self.counts.repeats += 1;
         } else {
-            self.visit::<false>(line, reuse.id, hist);
+            self.visit::<false>(line, reuse.id);
         }
     }
 
     /// Reference `line` with the model's own numbers (a sampled engine; see [`Self::with_clock`]).
+    /// Counted until [`Self::count_into`].
     #[inline]
-    pub fn access(&mut self, line: u64, hist: &mut Histogram) {
+    pub fn access(&mut self, line: u64) {
         let Some(numbers) = self.numbers.as_mut() else {
             debug_assert!(
                 self.levels.is_empty(),
@@ -293,10 +422,10 @@ impl SetIndexed {
             return;
         };
         let id = numbers.number(line);
-        hist.set_refs += 1.0;
+        self.counts.refs += 1;
         match id {
-            None => hist.set_repeats += 1.0,
-            Some(id) => self.visit::<false>(line, id, hist),
+            None => self.counts.repeats += 1,
+            Some(id) => self.visit::<false>(line, id),
         }
     }
 
@@ -304,71 +433,102 @@ impl SetIndexed {
     /// and move it first; from the first set count where it is first already, count it first at
     /// that and every finer count and stop (or, with `ALL`, a check, visit them all the same).
     #[inline]
-    fn visit<const ALL: bool>(&mut self, line: u64, id: u32, hist: &mut Histogram) {
+    fn visit<const ALL: bool>(&mut self, line: u64, id: u32) {
         debug_assert!(id != EMPTY);
-        let vector = self.vector;
-        let hits = self.hits_of(hist);
-        let ids = self.ids.all_mut();
-        #[cfg(target_arch = "x86_64")]
-        let first = if vector {
-            // SAFETY: `vector` is set only where the CPU runs AVX2.
-            unsafe { vector::visit::<ALL>(&self.levels, ids, hits, line, id) }
-        } else {
-            visit_levels_scalar::<ALL>(&self.levels, ids, hits, line, id)
+        let sets = Sets {
+            levels: &self.levels,
+            ids: self.ids.all_mut().as_mut_ptr(),
+            places: self.counts.places.as_mut_ptr(),
+            line,
         };
-        #[cfg(not(target_arch = "x86_64"))]
-        let first = {
-            let _ = vector;
-            visit_levels_scalar::<ALL>(&self.levels, ids, hits, line, id)
+        // SAFETY: `sets` points into this model's sets and counts, which `for_caches` made to
+        // hold every level's; `code` names a form this CPU runs (`SetCode::fastest`, or a
+        // test's choice among `SetCode::supported`).
+        let first = unsafe {
+            match self.code {
+                #[cfg(target_arch = "x86_64")]
+                SetCode::Avx512 => avx512::visit::<ALL>(&self.runs, sets, id),
+                #[cfg(target_arch = "x86_64")]
+                SetCode::Avx2 => vector::visit::<ALL>(&self.runs, sets, id),
+                _ => visit_scalar::<ALL>(&self.runs, sets, id),
+            }
         };
-        for counts in &mut hits[first..] {
-            counts.hits[0] += 1.0;
+        if let Some(stops) = self.counts.stops.get_mut(first) {
+            *stops += 1;
         }
     }
 }
 
-/// The scalar visit of every level up to the first where the line is first in its set (every
-/// level with `ALL`): that level's index, or the number of levels.
-#[inline(always)]
-fn visit_levels_scalar<const ALL: bool>(
-    levels: &[Level],
-    ids: &mut [u32],
-    hits: &mut [SetHits],
+/// Where a reference's visit reads and writes: every level's sets and counts, as
+/// [`SetIndexed`] holds them, and the line.
+#[derive(Clone, Copy)]
+struct Sets<'a> {
+    levels: &'a [Level],
+    ids: *mut u32,
+    places: *mut u64,
     line: u64,
-    id: u32,
-) -> usize {
-    for (k, (level, counts)) in levels.iter().zip(hits.iter_mut()).enumerate() {
-        match visit_scalar(level, ids, line, id) {
-            Some(0) if !ALL => return k,
-            Some(p) => counts.hits[p] += 1.0,
-            None => {}
-        }
-    }
-    levels.len()
 }
 
-/// Look for line `id` in `line`'s set of `level` and move it first: its place, if there.
+impl Sets<'_> {
+    /// Search and shift the line's set at each level of `run` with `search_and_shift` (the place
+    /// where it found the line, if it did), counting the place, up to the first level where the
+    /// line was first already (each with `ALL`): that level, if any.
+    ///
+    /// # Safety
+    /// `ids` and `places` hold every level's sets and counts (as [`SetIndexed`] makes them), and
+    /// `run` is one of its runs; `search_and_shift` reads and writes `depth` places.
+    #[inline(always)]
+    unsafe fn visit_run<const ALL: bool>(
+        self,
+        run: Run,
+        mut search_and_shift: impl FnMut(*mut u32) -> Option<usize>,
+    ) -> Option<usize> {
+        for k in run.start..run.end {
+            // SAFETY: the caller's: `k` is a level, whose set of the line lies in `ids` and
+            // whose counts lie in `places`, a place below its depth.
+            unsafe {
+                let level = self.levels.get_unchecked(k);
+                match search_and_shift(self.ids.add(level.set_start(self.line))) {
+                    Some(0) if !ALL => return Some(k),
+                    Some(p) => *self.places.add(level.places + p) += 1,
+                    None => {}
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The visit of every level up to the first where the line is first in its set (every level with
+/// `ALL`): that level's index, or the number of levels. Plain code, for any depth.
+///
+/// # Safety
+/// As [`Sets::visit_run`], for each of `runs`.
 #[inline(always)]
-fn visit_scalar(level: &Level, ids: &mut [u32], line: u64, id: u32) -> Option<usize> {
-    let depth = level.depth;
-    let start = level.set_start(line);
-    let set = &mut ids[start..start + depth];
+unsafe fn visit_scalar<const ALL: bool>(runs: &[Run], sets: Sets<'_>, id: u32) -> usize {
+    for &run in runs {
+        // SAFETY: the caller's.
+        let stop = unsafe { sets.visit_run::<ALL>(run, |set| set_scalar(set, run.depth, id)) };
+        if let Some(k) = stop {
+            return k;
+        }
+    }
+    sets.levels.len()
+}
+
+/// Look for line `id` in the set of `depth` places at `set` and move it first: its place, if
+/// there.
+///
+/// # Safety
+/// `set` starts `depth` places, borrowed by nothing else.
+#[inline(always)]
+unsafe fn set_scalar(set: *mut u32, depth: usize, id: u32) -> Option<usize> {
+    // SAFETY: the caller's.
+    let set = unsafe { std::slice::from_raw_parts_mut(set, depth) };
     let found = set.iter().position(|&s| s == id);
     set.copy_within(0..found.unwrap_or(depth - 1), 1);
     set[0] = id;
     found
-}
-
-/// Whether this CPU runs the vector form of the search and shift.
-fn vector_sets_supported() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 /// The search and shift of a set in AVX2: the place of the line from an equality mask, then every
@@ -377,40 +537,32 @@ fn vector_sets_supported() -> bool {
 /// is left as it is; any other is read and written whole, wherever the line was: no branch on it.
 #[cfg(target_arch = "x86_64")]
 mod vector {
-    use super::{Level, SetHits};
+    use super::{Run, Sets};
     use std::arch::x86_64::*;
 
-    /// As [`super::visit_levels_scalar`].
+    /// As [`super::visit_scalar`].
+    ///
+    /// # Safety
+    /// As [`super::visit_scalar`], on a CPU with AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn visit<const ALL: bool>(
-        levels: &[Level],
-        ids: &mut [u32],
-        hits: &mut [SetHits],
-        line: u64,
-        id: u32,
-    ) -> usize {
-        for (k, (level, counts)) in levels.iter().zip(hits.iter_mut()).enumerate() {
-            let start = level.set_start(line);
-            let set = ids[start..start + level.depth].as_mut_ptr();
-            // SAFETY (all four): `set` starts one set of `depth` places inside the level, and
-            // this function runs only where the CPU has AVX2.
-            let found = unsafe {
-                match level.depth {
-                    32 => set_of_8s::<4>(set, id),
-                    16 => set_of_8s::<2>(set, id),
-                    8 => set_of_8s::<1>(set, id),
-                    4 => set_of_4(set, id),
+    pub(super) unsafe fn visit<const ALL: bool>(runs: &[Run], sets: Sets<'_>, id: u32) -> usize {
+        for &run in runs {
+            // SAFETY: the caller's; each form reads and writes the run's depth.
+            let stop = unsafe {
+                match run.depth {
+                    32 => sets.visit_run::<ALL>(run, |set| set_of_8s::<4>(set, id)),
+                    16 => sets.visit_run::<ALL>(run, |set| set_of_8s::<2>(set, id)),
+                    8 => sets.visit_run::<ALL>(run, |set| set_of_8s::<1>(set, id)),
+                    4 => sets.visit_run::<ALL>(run, |set| set_of_4(set, id)),
                     // Sets of 1 or 2 ways (caches of very long lines, tests).
-                    _ => super::visit_scalar(level, ids, line, id),
+                    d => sets.visit_run::<ALL>(run, |set| super::set_scalar(set, d, id)),
                 }
             };
-            match found {
-                Some(0) if !ALL => return k,
-                Some(p) => counts.hits[p] += 1.0,
-                None => {}
+            if let Some(k) = stop {
+                return k;
             }
         }
-        levels.len()
+        sets.levels.len()
     }
 
     /// A set of `8 × N` line numbers at `set`: the place of `id`, if there, and the shift.
@@ -478,6 +630,114 @@ mod vector {
     }
 }
 
+/// The search and shift of a set in AVX-512: the place of the line from a compare into a mask
+/// register; each 16 places shift by one lane alignment with the vector before them (the line
+/// before the first), and a masked store writes back only the places up to the line's (all of
+/// them when it was not there). Two compares, two alignments and two stores for a set of 32.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{Run, Sets};
+    use std::arch::x86_64::*;
+
+    /// As [`super::visit_scalar`].
+    ///
+    /// # Safety
+    /// As [`super::visit_scalar`], on a CPU with AVX-512F and VL.
+    #[target_feature(enable = "avx512f,avx512vl")]
+    pub(super) unsafe fn visit<const ALL: bool>(runs: &[Run], sets: Sets<'_>, id: u32) -> usize {
+        for &run in runs {
+            // SAFETY: the caller's; each form reads and writes the run's depth.
+            let stop = unsafe {
+                match run.depth {
+                    32 => sets.visit_run::<ALL>(run, |set| set_of_16s::<2>(set.cast(), id)),
+                    16 => sets.visit_run::<ALL>(run, |set| set_of_16s::<1>(set.cast(), id)),
+                    8 => sets.visit_run::<ALL>(run, |set| set_of_8(set.cast(), id)),
+                    4 => sets.visit_run::<ALL>(run, |set| set_of_4(set.cast(), id)),
+                    // Sets of 1 or 2 ways (caches of very long lines, tests).
+                    d => sets.visit_run::<ALL>(run, |set| super::set_scalar(set, d, id)),
+                }
+            };
+            if let Some(k) = stop {
+                return k;
+            }
+        }
+        sets.levels.len()
+    }
+
+    /// The places that move for a line found at `found` (or not found, in a set of `depth`): one
+    /// bit each, the line's own included.
+    #[inline(always)]
+    fn moving(found: Option<usize>, depth: usize) -> u32 {
+        ((2u64 << found.unwrap_or(depth - 1)) - 1) as u32
+    }
+
+    /// A set of `16 × N` line numbers at `set`.
+    #[inline(always)]
+    unsafe fn set_of_16s<const N: usize>(set: *mut i32, id: u32) -> Option<usize> {
+        // SAFETY: the caller's: `set` starts a set of `16 × N` line numbers.
+        unsafe {
+            let want = _mm512_set1_epi32(id as i32);
+            let mut v = [want; N];
+            v[0] = _mm512_loadu_epi32(set);
+            let mut mask = _mm512_cmpeq_epi32_mask(v[0], want) as u32;
+            if mask & 1 != 0 {
+                // First already: nothing moves (and the rest of the set is not read).
+                return Some(0);
+            }
+            for (i, vi) in v.iter_mut().enumerate().skip(1) {
+                *vi = _mm512_loadu_epi32(set.add(16 * i));
+                mask |= (_mm512_cmpeq_epi32_mask(*vi, want) as u32) << (16 * i);
+            }
+            let found = (mask != 0).then(|| mask.trailing_zeros() as usize);
+            let take = moving(found, 16 * N);
+            let mut before = want;
+            for (i, vi) in v.iter().enumerate() {
+                // Lane j takes lane j − 1; lane 0 the last lane of the vector before.
+                let shifted = _mm512_alignr_epi32::<15>(*vi, before);
+                before = *vi;
+                _mm512_mask_storeu_epi32(set.add(16 * i), (take >> (16 * i)) as u16, shifted);
+            }
+            found
+        }
+    }
+
+    /// A set of 8 line numbers at `set`.
+    #[inline(always)]
+    unsafe fn set_of_8(set: *mut i32, id: u32) -> Option<usize> {
+        // SAFETY: the caller's: `set` starts a set of 8 line numbers.
+        unsafe {
+            let want = _mm256_set1_epi32(id as i32);
+            let v = _mm256_loadu_epi32(set);
+            let mask = _mm256_cmpeq_epi32_mask(v, want) as u32;
+            if mask & 1 != 0 {
+                return Some(0);
+            }
+            let found = (mask != 0).then(|| mask.trailing_zeros() as usize);
+            let shifted = _mm256_alignr_epi32::<7>(v, want);
+            _mm256_mask_storeu_epi32(set, moving(found, 8) as u8, shifted);
+            found
+        }
+    }
+
+    /// A set of 4 line numbers at `set`.
+    #[inline(always)]
+    unsafe fn set_of_4(set: *mut i32, id: u32) -> Option<usize> {
+        // SAFETY: the caller's: `set` starts a set of 4 line numbers.
+        unsafe {
+            let want = _mm_set1_epi32(id as i32);
+            let v = _mm_loadu_epi32(set);
+            let mask = _mm_cmpeq_epi32_mask(v, want) as u32;
+            if mask & 1 != 0 {
+                return Some(0);
+            }
+            let found = (mask != 0).then(|| mask.trailing_zeros() as usize);
+            let shifted = _mm_alignr_epi32::<3>(v, want);
+            _mm_mask_storeu_epi32(set, moving(found, 4) as u8, shifted);
+            found
+        }
+    }
+}
+
 /// The plain simulation the tests check the model against (shared with the integration tests).
 #[cfg(test)]
 #[path = "../tests/support/plain_lru.rs"]
@@ -505,12 +765,13 @@ mod tests {
         assert_eq!(bytes, 16_376 * 32 * 4 + 3 * (1 << 20));
     }
 
-    /// Feed `lines` through the exact engine into `s`.
+    /// Feed `lines` through the exact engine into `s`, and its counts into `h`.
     fn through_exact(s: &mut SetIndexed, e: &mut ExactStack, lines: &[u64], h: &mut Histogram) {
         for &line in lines {
             let reuse = e.access_numbered(line);
-            s.access_after(line, reuse, h);
+            s.access_after(line, reuse);
         }
+        s.count_into(h);
     }
 
     #[test]
@@ -573,11 +834,8 @@ mod tests {
     #[test]
     fn compactions_of_the_exact_engine_keep_the_sets_right() {
         let lines = mixed_lines(30_000, 7);
-        for scalar in [false, true] {
-            let mut s = SetIndexed::for_caches(&CACHES);
-            if scalar {
-                s = s.scalar();
-            }
+        for code in SetCode::supported() {
+            let mut s = SetIndexed::for_caches(&CACHES).in_code(code);
             // Room for 512 times: hundreds of compactions, which renumber times, not lines.
             let mut e = ExactStack::with_capacity(512);
             let mut h = Histogram::default();
@@ -593,15 +851,13 @@ mod tests {
             .iter()
             .map(|&l| l % 2000 + (l >> 40 << 40))
             .collect();
-        for scalar in [false, true] {
-            let mut s = SetIndexed::for_caches(&CACHES).with_clock();
-            if scalar {
-                s = s.scalar();
-            }
+        for code in SetCode::supported() {
+            let mut s = SetIndexed::for_caches(&CACHES).with_clock().in_code(code);
             let mut h = Histogram::default();
             for &l in &lines {
-                s.access(l, &mut h);
+                s.access(l);
             }
+            s.count_into(&mut h);
             check(&h, &lines);
             let distinct = lines.iter().collect::<std::collections::HashSet<_>>().len();
             assert_eq!(s.numbers.as_ref().unwrap().ids.len(), distinct);
@@ -624,18 +880,20 @@ mod tests {
                 }
                 None => model.numbers.as_mut().unwrap().number(line),
             };
-            h.set_refs += 1.0;
+            model.counts.refs += 1;
             match id {
-                Some(id) => model.visit::<true>(line, id, h),
-                None => h.set_repeats += 1.0,
+                Some(id) => model.visit::<true>(line, id),
+                None => model.counts.repeats += 1,
             }
         }
+        model.count_into(h);
     }
 
     /// A line first in its set at some set count is first at every finer one, where nothing
     /// moves: stopping there gives the same counts and the same sets as visiting every set count,
     /// on random streams of lines near and far apart, through the exact engine (compacting often
-    /// or not) and on the model's own numbers, vector and scalar, for lines of 8 to 4,096 bytes.
+    /// or not) and on the model's own numbers, in every form of the search and shift this CPU
+    /// runs, for lines of 8 to 4,096 bytes.
     #[test]
     fn stopping_where_the_line_is_first_changes_nothing() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -658,18 +916,14 @@ mod tests {
                 .collect();
             let line_bytes = [8, 64, 64, 4096][round as usize % 4];
             let caches = grid_caches(line_bytes);
-            for (scalar, sampled, capacity) in [
-                (false, false, 1 << 16),
-                (false, false, 512),
-                (true, false, 512),
-                (false, true, 0),
-                (true, true, 0),
-            ] {
+            let forms = SetCode::supported()
+                .into_iter()
+                .flat_map(|code| [(code, false, 1 << 16), (code, false, 512), (code, true, 0)]);
+            for (code, sampled, capacity) in forms {
                 let make = || {
-                    let s = SetIndexed::for_grid(line_bytes);
-                    let s = if sampled { s.with_clock() } else { s };
-                    if scalar {
-                        s.scalar()
+                    let s = SetIndexed::for_grid(line_bytes).in_code(code);
+                    if sampled {
+                        s.with_clock()
                     } else {
                         s
                     }
@@ -679,15 +933,16 @@ mod tests {
                 let mut e = ExactStack::with_capacity(capacity.max(512));
                 if sampled {
                     for &l in &lines {
-                        stop.access(l, &mut hs);
+                        stop.access(l);
                     }
+                    stop.count_into(&mut hs);
                     without_early_stop(&mut all, None, &lines, &mut ha);
                 } else {
                     through_exact(&mut stop, &mut e, &lines, &mut hs);
                     let mut e = ExactStack::with_capacity(capacity.max(512));
                     without_early_stop(&mut all, Some(&mut e), &lines, &mut ha);
                 }
-                let what = format!("round {round}, {line_bytes} B, {scalar} {sampled} {capacity}");
+                let what = format!("round {round}, {line_bytes} B, {code:?} {sampled} {capacity}");
                 assert_eq!(hs, ha, "{what}");
                 for (a, b) in stop.levels.iter().zip(&all.levels) {
                     assert!(
@@ -718,19 +973,35 @@ mod tests {
 
     #[test]
     fn vector_and_scalar_sets_hold_the_same_lines() {
-        if !vector_sets_supported() {
-            return;
-        }
         let lines = mixed_lines(20_000, 3);
-        let mut v = SetIndexed::for_grid(64);
-        let mut p = SetIndexed::for_grid(64).scalar();
-        let (mut ev, mut ep) = (ExactStack::new(), ExactStack::new());
-        let (mut hv, mut hp) = (Histogram::default(), Histogram::default());
-        through_exact(&mut v, &mut ev, &lines, &mut hv);
-        through_exact(&mut p, &mut ep, &lines, &mut hp);
-        assert_eq!(hv, hp);
-        for (a, b) in v.levels.iter().zip(&p.levels) {
-            assert!(v.ids.of(a) == p.ids.of(b), "{} sets", a.mask + 1);
+        for code in SetCode::supported() {
+            let mut v = SetIndexed::for_grid(64).in_code(code);
+            let mut p = SetIndexed::for_grid(64).scalar();
+            let (mut ev, mut ep) = (ExactStack::new(), ExactStack::new());
+            let (mut hv, mut hp) = (Histogram::default(), Histogram::default());
+            // Counted into the histograms in pieces (as windows close): the same totals.
+            for part in lines.chunks(7_000) {
+                through_exact(&mut v, &mut ev, part, &mut hv);
+            }
+            through_exact(&mut p, &mut ep, &lines, &mut hp);
+            assert_eq!(hv, hp, "{code:?}");
+            for (a, b) in v.levels.iter().zip(&p.levels) {
+                assert!(v.ids.of(a) == p.ids.of(b), "{code:?}: {} sets", a.mask + 1);
+            }
         }
+    }
+
+    /// The grid's set counts are four runs of one depth each (32, 16, 8, 4 ways), and this CPU's
+    /// fastest form is among those the tests check.
+    #[test]
+    fn the_grid_is_four_runs() {
+        let s = SetIndexed::for_grid(64);
+        let runs: Vec<(usize, usize, usize)> =
+            s.runs.iter().map(|r| (r.depth, r.start, r.end)).collect();
+        assert_eq!(
+            runs,
+            vec![(32, 0, 11), (16, 11, 12), (8, 12, 13), (4, 13, 14)]
+        );
+        assert!(SetCode::supported().contains(&SetCode::fastest()));
     }
 }
