@@ -169,6 +169,9 @@ pub struct Benefit {
     next_ns: u64,
     /// When the last period began.
     last_ns: u64,
+    /// The threads the last [`Benefit::observe`] found settled for a swap: (estimate, the core
+    /// it is pinned to, thread), in thread order.
+    candidates: Vec<(f64, CoreId, ThreadId)>,
 }
 
 impl Benefit {
@@ -192,8 +195,16 @@ impl Benefit {
         now_ns >= self.next_ns
     }
 
-    /// Fold the last period of every thread `owned` accepts into its estimate.
-    pub fn observe(&mut self, view: &View<'_>, owned: impl Fn(&ThreadObs) -> bool) {
+    /// Fold the last period of every thread `owned` accepts into its estimate, and note those of
+    /// them `swappable` accepts that are settled for [`Benefit::swaps`]: runnable, pinned to
+    /// the core they are on and there for [`MIN_DWELL_NS`], with an estimate (one pass over the
+    /// threads for both).
+    pub fn observe(
+        &mut self,
+        view: &View<'_>,
+        owned: impl Fn(&ThreadObs) -> bool,
+        swappable: impl Fn(&ThreadObs) -> bool,
+    ) {
         self.learn(view.topology);
         let period_ns = view.now_ns.saturating_sub(self.last_ns) as f64;
         self.last_ns = view.now_ns;
@@ -204,6 +215,8 @@ impl Benefit {
         let topo = view.topology;
         let fast = &self.classes[self.fastest];
         let slow = &self.classes[self.slowest];
+        let candidates = &mut self.candidates;
+        candidates.clear();
         for (t, x) in view.threads.iter().zip(self.threads.iter_mut()) {
             if t.state == ThreadState::Exited {
                 continue;
@@ -247,46 +260,52 @@ impl Benefit {
                     _ => b,
                 });
             }
+            // Its core is the one it is on now (`x.core` just followed it).
+            if let (Some(c), Some(estimate)) = (t.cpu, x.estimate) {
+                let dwelt = view.now_ns >= x.since_ns + MIN_DWELL_NS;
+                // The cheap tests first: this runs for every thread each period.
+                if is_runnable(t.state) && dwelt && swappable(t) && t.allowed.is_only(c) {
+                    candidates.push((estimate, c, t.id));
+                }
+            }
         }
     }
 
     /// Swap threads pinned to faster cores that gain less with threads pinned to slower cores that
-    /// gain more (module doc), among the threads `owned` accepts. A move across nodes must pass
+    /// gain more (module doc), among those the last [`Benefit::observe`] found settled. A move across nodes must pass
     /// AMPS's overhead prediction (`rss`, AMPS section 2.4.2), unless the thread is its process's
     /// only one (`alone`): then its pages follow it (Ding et al. section 3.3.2's sticky pages, a
     /// [`PageMove`] to its new node), and what would have made the move costly moves with it.
     ///
     /// Then a single-threaded program left on a slower core in another node than an idle faster
     /// core moves there with its pages (`Benefit::promotions`).
-    #[allow(clippy::too_many_arguments)]
     pub fn swaps(
         &mut self,
         view: &View<'_>,
-        owned: impl Fn(&ThreadObs) -> bool,
         alone: impl Fn(&ThreadObs) -> bool,
         open_core: impl Fn(CoreId) -> bool,
         out: &mut Vec<Placement>,
         pages: &mut Vec<PageMove>,
     ) {
+        let candidates = std::mem::take(&mut self.candidates);
+        if candidates.len() >= 2 {
+            self.swaps_among(view, &alone, &open_core, &candidates, out, pages);
+        }
+        self.candidates = candidates;
+    }
+
+    /// [`Benefit::swaps`] among `candidates`.
+    fn swaps_among(
+        &mut self,
+        view: &View<'_>,
+        alone: &impl Fn(&ThreadObs) -> bool,
+        open_core: &impl Fn(CoreId) -> bool,
+        candidates: &[(f64, CoreId, ThreadId)],
+        out: &mut Vec<Placement>,
+        pages: &mut Vec<PageMove>,
+    ) {
         let topo = view.topology;
         let speed = |c: CoreId| topo.class_of(c).capacity;
-        let settled = |t: &ThreadObs| -> Option<(f64, CoreId)> {
-            let c = t.cpu?;
-            let x = self.threads.get(t.id.index())?;
-            let estimate = x.estimate?;
-            let runs = is_runnable(t.state);
-            let dwelt = x.core == Some(c) && view.now_ns >= x.since_ns + MIN_DWELL_NS;
-            // The cheap tests first: this runs for every thread each period.
-            (runs && dwelt && owned(t) && t.allowed.is_only(c)).then_some((estimate, c))
-        };
-        let candidates: Vec<(f64, CoreId, ThreadId)> = view
-            .threads
-            .iter()
-            .filter_map(|t| settled(t).map(|(b, c)| (b, c, t.id)))
-            .collect();
-        if candidates.len() < 2 {
-            return;
-        }
         // Every class against every slower one, fastest class first: at each class's speed, its
         // threads of least gain first against the threads on slower cores of most gain first. A
         // thread swaps at most once a round (its dwell time starts again).
@@ -311,10 +330,10 @@ impl Benefit {
             }
             on_fast.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
             slower.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)));
-            self.swap_pairs(view, &alone, &on_fast, &slower, &mut swapped, out, pages);
+            self.swap_pairs(view, alone, &on_fast, &slower, &mut swapped, out, pages);
         }
-        self.progress_swaps(view, &alone, &candidates, &mut swapped, out, pages);
-        self.promotions(view, &alone, &open_core, &candidates, &swapped, out, pages);
+        self.progress_swaps(view, alone, candidates, &mut swapped, out, pages);
+        self.promotions(view, alone, open_core, candidates, &swapped, out, pages);
     }
 
     /// An idle core of a faster class takes a single-threaded program (`alone`) running on a

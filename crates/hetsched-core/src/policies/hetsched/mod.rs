@@ -562,7 +562,6 @@ impl Policy for Hetsched {
             let (part, counts, solo) = (&self.part, &self.counts, &self.solo);
             let ours =
                 |t: &ThreadObs| part.get(t.id.index()).copied().flatten() == Some(Part::Amps);
-            self.benefit.observe(view, ours);
             // Per thread, whether AMPS just moved it: asked of every thread.
             let mut moved = vec![false; view.threads.len()];
             for t in &amps_moved {
@@ -570,17 +569,16 @@ impl Policy for Hetsched {
                     *m = true;
                 }
             }
-            self.benefit.swaps(
+            self.benefit.observe(
                 view,
+                ours,
                 // A thread of a multi-threaded process waits for its siblings at every barrier:
                 // its own gain from a faster core is not its process's, so only single-threaded
                 // processes swap.
-                |t| {
-                    ours(t)
-                        && !moved[t.id.index()]
-                        && counts.get(t.app) == 1
-                        && solo.core_of(t.id).is_none()
-                },
+                |t| !moved[t.id.index()] && counts.get(t.app) == 1 && solo.core_of(t.id).is_none(),
+            );
+            self.benefit.swaps(
+                view,
                 |t| counts.get(t.app) == 1,
                 |c| solo.holder_of(c).is_none(),
                 out,
