@@ -524,6 +524,14 @@ mod tests {
         // The second window's lines were seen in the first: no cold references.
         assert_eq!(w[1].histogram.cold, 0.0);
         assert_eq!(w[0].histogram.cold, 5.0);
+        // The set-indexed model's counts go to the window they were made in: the five lines have
+        // a set each at 8 sets, so every reference but the first five is found first in its set.
+        for (k, w) in w.iter().enumerate() {
+            let h = &w.histogram;
+            assert_eq!(h.set_refs, w.line_refs as f64, "window {k}");
+            assert_eq!(h.set_hits[0].hits[0], h.set_refs - h.cold, "window {k}");
+            assert_eq!(h.set_hits[0].hits[1..].iter().sum::<f64>(), 0.0);
+        }
     }
 
     #[test]
