@@ -174,13 +174,19 @@ pub fn initial_core(
     power: impl Fn(CoreId) -> f64,
     mut crowd: impl FnMut(CoreId) -> u64,
 ) -> Option<CoreId> {
-    let any_idle = allowed.iter().any(|c| runnable(c) == 0);
-    // (load, power, the crowd once asked for, core).
-    let mut best: Option<(f64, f64, Option<u64>, CoreId)> = None;
-    for c in allowed.iter().filter(|&c| !any_idle || runnable(c) == 0) {
+    // One pass: the best idle core, and the best of all cores until an idle one is seen (then
+    // never wanted). Each is (load, power, the crowd once asked for, core).
+    type Best = Option<(f64, f64, Option<u64>, CoreId)>;
+    let (mut idle, mut any): (Best, Best) = (None, None);
+    for c in allowed.iter() {
+        let n = runnable(c);
+        if n != 0 && idle.is_some() {
+            continue;
+        }
         let p = power(c);
-        let l = scaled_load(runnable(c) + 1, p);
-        let better = match &mut best {
+        let l = scaled_load(n + 1, p);
+        let best = if n == 0 { &mut idle } else { &mut any };
+        let better = match best {
             None => true,
             Some((bl, bp, bm, b)) => {
                 if l < *bl - LOAD_EPS * bl.max(1.0) {
@@ -191,7 +197,7 @@ pub fn initial_core(
                     l < 1.0 - LOAD_EPS
                 } else if p < *bp - LOAD_EPS {
                     l >= 1.0 - LOAD_EPS
-                } else if any_idle {
+                } else if n == 0 {
                     // Asked for on ties between idle cores only, and for the best core once.
                     let m = crowd(c);
                     m < *bm.get_or_insert_with(|| crowd(*b))
@@ -201,10 +207,10 @@ pub fn initial_core(
             }
         };
         if better {
-            best = Some((l, p, None, c));
+            *best = Some((l, p, None, c));
         }
     }
-    best.map(|(_, _, _, c)| c)
+    idle.or(any).map(|(_, _, _, c)| c)
 }
 
 /// What the policy knows of the machine, derived once from the topology.

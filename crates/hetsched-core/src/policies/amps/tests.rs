@@ -330,6 +330,71 @@ fn initial_placement_respects_the_users_mask() {
     assert_eq!(initial_core(&CpuSet::new(), |_| 0, |_| 1.0, |_| 0), None);
 }
 
+/// The start rule as its doc states it, in two passes: the candidates (the idle cores if any,
+/// else every core), then the best of them in order.
+fn initial_core_as_stated(
+    allowed: &CpuSet,
+    runnable: &[u32],
+    power: &[f64],
+    crowd: &[u64],
+) -> Option<CoreId> {
+    let any_idle = allowed.iter().any(|c| runnable[c.index()] == 0);
+    let mut best: Option<(f64, f64, CoreId)> = None;
+    for c in allowed
+        .iter()
+        .filter(|c| !any_idle || runnable[c.index()] == 0)
+    {
+        let (p, l) = (
+            power[c.index()],
+            scaled_load(runnable[c.index()] + 1, power[c.index()]),
+        );
+        let better = match best {
+            None => true,
+            Some((bl, bp, b)) => {
+                let eps = LOAD_EPS * bl.max(1.0);
+                if (l - bl).abs() > eps {
+                    l < bl
+                } else if (p - bp).abs() > LOAD_EPS {
+                    (p > bp) == (l < 1.0 - LOAD_EPS)
+                } else {
+                    any_idle && crowd[c.index()] < crowd[b.index()]
+                }
+            }
+        };
+        if better {
+            best = Some((l, p, c));
+        }
+    }
+    best.map(|b| b.2)
+}
+
+proptest::proptest! {
+    /// The one-pass start rule picks the core the rule as stated picks, on random masks, loads
+    /// (idle cores or none), powers of a few classes and crowds.
+    #[test]
+    fn the_start_rule_in_one_pass_picks_as_stated(
+        cores in proptest::collection::vec((0u32..4, 0usize..3, 0u64..3, proptest::bool::ANY), 1..40),
+        busy in proptest::bool::ANY,
+    ) {
+        let runnable: Vec<u32> = cores.iter().map(|c| if busy { c.0 + 1 } else { c.0 }).collect();
+        let power: Vec<f64> = cores.iter().map(|c| [0.85, 1.7, 3.4][c.1]).collect();
+        let crowd: Vec<u64> = cores.iter().map(|c| c.2).collect();
+        let allowed: CpuSet = cores
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.3)
+            .map(|(i, _)| CoreId(i as u32))
+            .collect();
+        let got = initial_core(
+            &allowed,
+            |c| runnable[c.index()],
+            |c| power[c.index()],
+            |c| crowd[c.index()],
+        );
+        proptest::prop_assert_eq!(got, initial_core_as_stated(&allowed, &runnable, &power, &crowd));
+    }
+}
+
 #[test]
 fn faster_core_first_moves_one_running_thread_to_an_idle_fast_core_figure_2a() {
     // Figure 2(a): the P = 4 core idles while three slow cores run one thread each. One thread

@@ -138,25 +138,74 @@ pub fn counter_benefit(
     (t_fast > 0.0).then(|| on(slow) / t_fast)
 }
 
-#[derive(Clone, Debug, Default)]
+/// What the benefit pass keeps of a thread: one cache line (the pass reads every thread's each
+/// period), so the fields that may be absent keep a value that marks it rather than an `Option`'s
+/// tag (`NOT_BORN`, `NaN`, `NO_CORE`), read through the methods below.
+#[derive(Clone, Debug)]
+#[repr(align(64))]
 struct Tracked {
-    last: Counters,
+    /// Its CPU time and LLC misses at the last look (all the estimate reads of its counters).
+    last_cpu_ns: f64,
+    last_llc_misses: f64,
     /// CPU time it received, each period's weighted by the capacity of the core it ran on
     /// (fastest class = 1), ns.
     service_ns: f64,
-    /// When it was first looked at.
-    born_ns: Option<u64>,
-    /// Over the last period it used at least half of what its core offered it (it was busy, not
-    /// sleeping).
-    busy: bool,
-    /// Smoothed estimate, once measured.
-    estimate: Option<f64>,
+    /// When it was first looked at; `NOT_BORN` before.
+    born_ns: u64,
+    /// Smoothed estimate, once measured; NaN before.
+    estimate: f64,
     /// The signature the estimate was last worked out from (a thread keeps its signature, so
     /// the estimate is worked out once, not every period).
     signed: Option<Arc<Signature>>,
-    /// The core it was on at the last look, and since when.
-    core: Option<CoreId>,
+    /// Since when it has been on `core`.
     since_ns: u64,
+    /// The core it was on at the last look; `NO_CORE` for none.
+    core: u32,
+    /// Over the last period it used at least half of what its core offered it (it was busy, not
+    /// sleeping).
+    busy: bool,
+}
+
+// One cache line a thread.
+const _: () = assert!(size_of::<Tracked>() == 64);
+
+/// [`Tracked::born_ns`] of a thread not looked at yet.
+const NOT_BORN: u64 = u64::MAX;
+/// [`Tracked::core`] of a thread on no core.
+const NO_CORE: u32 = u32::MAX;
+
+impl Default for Tracked {
+    fn default() -> Self {
+        Tracked {
+            last_cpu_ns: 0.0,
+            last_llc_misses: 0.0,
+            service_ns: 0.0,
+            born_ns: NOT_BORN,
+            estimate: f64::NAN,
+            signed: None,
+            since_ns: 0,
+            core: NO_CORE,
+            busy: false,
+        }
+    }
+}
+
+impl Tracked {
+    fn born(&self) -> Option<u64> {
+        (self.born_ns != NOT_BORN).then_some(self.born_ns)
+    }
+
+    fn estimate(&self) -> Option<f64> {
+        (!self.estimate.is_nan()).then_some(self.estimate)
+    }
+
+    fn core(&self) -> Option<CoreId> {
+        (self.core != NO_CORE).then_some(CoreId(self.core))
+    }
+
+    fn set_core(&mut self, c: Option<CoreId>) {
+        self.core = c.map_or(NO_CORE, |c| c.0);
+    }
 }
 
 /// Estimates per thread and the swap decision.
@@ -187,7 +236,7 @@ impl Benefit {
 
     /// The smoothed estimate of a thread, once it has one.
     pub fn estimate(&self, t: ThreadId) -> Option<f64> {
-        self.threads.get(t.index()).and_then(|x| x.estimate)
+        self.threads.get(t.index()).and_then(Tracked::estimate)
     }
 
     /// Whether a period has passed since the last update.
@@ -221,16 +270,24 @@ impl Benefit {
             if t.state == ThreadState::Exited {
                 continue;
             }
-            let d = t.counters.since(&x.last);
-            x.last = t.counters;
-            let born = *x.born_ns.get_or_insert(view.now_ns);
-            if let Some(c) = x.core.or(t.cpu) {
+            let d = Counters {
+                cpu_time_ns: t.counters.cpu_time_ns - x.last_cpu_ns,
+                llc_misses: t.counters.llc_misses - x.last_llc_misses,
+                ..Counters::default()
+            };
+            x.last_cpu_ns = t.counters.cpu_time_ns;
+            x.last_llc_misses = t.counters.llc_misses;
+            if x.born_ns == NOT_BORN {
+                x.born_ns = view.now_ns;
+            }
+            let born = x.born_ns;
+            if let Some(c) = x.core().or(t.cpu) {
                 x.service_ns += d.cpu_time_ns * topo.class_of(c).capacity;
                 let offered = period_ns / view.core(c).runnable.max(1) as f64;
                 x.busy = born < view.now_ns && d.cpu_time_ns >= 0.5 * offered;
             }
-            if t.cpu != x.core {
-                x.core = t.cpu;
+            if t.cpu != x.core() {
+                x.set_core(t.cpu);
                 x.since_ns = view.now_ns;
             }
             if !owned(t) {
@@ -238,10 +295,10 @@ impl Benefit {
             }
             let now = match (&t.signature, t.cpu) {
                 (Some(sig), _)
-                    if x.estimate.is_some()
+                    if x.estimate().is_some()
                         && x.signed.as_ref().is_some_and(|s| Arc::ptr_eq(s, sig)) =>
                 {
-                    x.estimate
+                    x.estimate()
                 }
                 (Some(sig), _) => {
                     x.signed = Some(Arc::clone(sig));
@@ -255,13 +312,13 @@ impl Benefit {
                 (None, None) => None,
             };
             if let Some(b) = now {
-                x.estimate = Some(match x.estimate {
+                x.estimate = match x.estimate() {
                     Some(e) if t.signature.is_none() => e + BENEFIT_WEIGHT * (b - e),
                     _ => b,
-                });
+                };
             }
             // Its core is the one it is on now (`x.core` just followed it).
-            if let (Some(c), Some(estimate)) = (t.cpu, x.estimate) {
+            if let (Some(c), Some(estimate)) = (t.cpu, x.estimate()) {
                 let dwelt = view.now_ns >= x.since_ns + MIN_DWELL_NS;
                 // The cheap tests first: this runs for every thread each period.
                 if is_runnable(t.state) && dwelt && swappable(t) && t.allowed.is_only(c) {
@@ -408,7 +465,7 @@ impl Benefit {
             out.push(Placement::pin(t, to));
             follow_pages(topo, obs, from, to, pages);
             let x = &mut self.threads[t.index()];
-            x.core = Some(to);
+            x.set_core(Some(to));
             x.since_ns = view.now_ns;
             if idle.is_empty() {
                 return;
@@ -439,7 +496,7 @@ impl Benefit {
             .filter(|x| !swapped[x.2.index()])
             .filter_map(|&(b, c, t)| {
                 let x = self.threads.get(t.index())?;
-                let alive = view.now_ns.saturating_sub(x.born_ns?) as f64;
+                let alive = view.now_ns.saturating_sub(x.born()?) as f64;
                 (x.busy && alive > 0.0).then(|| (x.service_ns / alive, b, c, t))
             })
             .collect();
@@ -545,7 +602,7 @@ impl Benefit {
         }
         for (t, c) in [(ta, cb), (tb, ca)] {
             let x = &mut self.threads[t.index()];
-            x.core = Some(c);
+            x.set_core(Some(c));
             x.since_ns = view.now_ns;
         }
         true
@@ -561,7 +618,7 @@ impl Benefit {
     /// Forget a thread (it exited or another part of the policy took it).
     pub fn forget(&mut self, t: ThreadId) {
         if let Some(x) = self.threads.get_mut(t.index()) {
-            x.estimate = None;
+            x.estimate = f64::NAN;
         }
     }
 }
