@@ -26,9 +26,9 @@
 //! two masked stores; with AVX2, a handful of vector compares, permutes and blends; the shift does
 //! not branch on where the line was found. Counts are integers kept in the model and added to a
 //! histogram when it is read ([`SetIndexed::count_into`]). A reference to the line referenced
-//! just before (global distance 0) is first in every set and visits none. Memory is fixed by the grid: `sets × D` numbers per set
-//! count (5 MiB for 64-byte lines), whatever the trace, plus, with a sampled engine, the number
-//! of every distinct line.
+//! just before (global distance 0) is first in every set and visits none. Memory is fixed by the
+//! grid: `sets × D` numbers per set count (5 MiB for 64-byte lines), whatever the trace, plus,
+//! with a sampled engine, the number of every distinct line.
 
 use crate::exact::Reuse;
 use crate::histogram::{Histogram, SetHits};
@@ -257,7 +257,8 @@ impl SetIndexed {
         self.levels.is_empty()
     }
 
-    /// The set counts of `caches` (sets, ways), sets powers of two.
+    /// The set counts of `caches` (sets, ways), both powers of two, as in every grid (its sizes,
+    /// line sizes and associativities are); panics on other associativities.
     pub fn for_caches(caches: &[(u64, u32)]) -> Self {
         let mut by_sets: Vec<(u64, usize)> = Vec::new();
         for &(sets, ways) in caches {
