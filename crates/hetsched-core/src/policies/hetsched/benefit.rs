@@ -139,8 +139,8 @@ pub fn counter_benefit(
 }
 
 /// What the benefit pass keeps of a thread: one cache line (the pass reads every thread's each
-/// period), so the fields that may be absent keep a value that marks it rather than an `Option`'s
-/// tag (`NOT_BORN`, `NaN`, `NO_CORE`), read through the methods below.
+/// period), so the fields that may be absent are marked in place rather than by an `Option`'s
+/// tag (`NOT_BORN`, `has_estimate`, `NO_CORE`), read through the methods below.
 #[derive(Clone, Debug)]
 #[repr(align(64))]
 struct Tracked {
@@ -152,7 +152,7 @@ struct Tracked {
     service_ns: f64,
     /// When it was first looked at; `NOT_BORN` before.
     born_ns: u64,
-    /// Smoothed estimate, once measured; NaN before.
+    /// Smoothed estimate, once measured (`has_estimate`).
     estimate: f64,
     /// The signature the estimate was last worked out from (a thread keeps its signature, so
     /// the estimate is worked out once, not every period).
@@ -164,6 +164,8 @@ struct Tracked {
     /// Over the last period it used at least half of what its core offered it (it was busy, not
     /// sleeping).
     busy: bool,
+    /// `estimate` holds one.
+    has_estimate: bool,
 }
 
 // One cache line a thread.
@@ -181,11 +183,12 @@ impl Default for Tracked {
             last_llc_misses: 0.0,
             service_ns: 0.0,
             born_ns: NOT_BORN,
-            estimate: f64::NAN,
+            estimate: 0.0,
             signed: None,
             since_ns: 0,
             core: NO_CORE,
             busy: false,
+            has_estimate: false,
         }
     }
 }
@@ -196,7 +199,12 @@ impl Tracked {
     }
 
     fn estimate(&self) -> Option<f64> {
-        (!self.estimate.is_nan()).then_some(self.estimate)
+        self.has_estimate.then_some(self.estimate)
+    }
+
+    fn set_estimate(&mut self, e: Option<f64>) {
+        self.estimate = e.unwrap_or(0.0);
+        self.has_estimate = e.is_some();
     }
 
     fn core(&self) -> Option<CoreId> {
@@ -312,10 +320,10 @@ impl Benefit {
                 (None, None) => None,
             };
             if let Some(b) = now {
-                x.estimate = match x.estimate() {
+                x.set_estimate(Some(match x.estimate() {
                     Some(e) if t.signature.is_none() => e + BENEFIT_WEIGHT * (b - e),
                     _ => b,
-                };
+                }));
             }
             // Its core is the one it is on now (`x.core` just followed it).
             if let (Some(c), Some(estimate)) = (t.cpu, x.estimate()) {
@@ -329,10 +337,11 @@ impl Benefit {
     }
 
     /// Swap threads pinned to faster cores that gain less with threads pinned to slower cores that
-    /// gain more (module doc), among those the last [`Benefit::observe`] found settled. A move across nodes must pass
-    /// AMPS's overhead prediction (`rss`, AMPS section 2.4.2), unless the thread is its process's
-    /// only one (`alone`): then its pages follow it (Ding et al. section 3.3.2's sticky pages, a
-    /// [`PageMove`] to its new node), and what would have made the move costly moves with it.
+    /// gain more (module doc), among those the last [`Benefit::observe`] found settled. A move
+    /// across nodes must pass AMPS's overhead prediction (`rss`, AMPS section 2.4.2), unless the
+    /// thread is its process's only one (`alone`): then its pages follow it (Ding et al. section
+    /// 3.3.2's sticky pages, a [`PageMove`] to its new node), and what would have made the move
+    /// costly moves with it.
     ///
     /// Then a single-threaded program left on a slower core in another node than an idle faster
     /// core moves there with its pages (`Benefit::promotions`).
@@ -618,7 +627,7 @@ impl Benefit {
     /// Forget a thread (it exited or another part of the policy took it).
     pub fn forget(&mut self, t: ThreadId) {
         if let Some(x) = self.threads.get_mut(t.index()) {
-            x.estimate = f64::NAN;
+            x.set_estimate(None);
         }
     }
 }
