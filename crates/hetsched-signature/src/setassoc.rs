@@ -14,21 +14,25 @@
 //! changes. A sampled engine does not see every line; for it the model numbers the lines itself
 //! ([`SetIndexed::with_clock`]).
 //!
-//! One pass serves every set count: a reference visits one set per set count (14 for 64-byte
-//! lines), fewest sets first: it looks for its line among the set's `D` numbers and moves the
-//! numbers before it one place down, its own first. A line first in its set at `S` sets is first
-//! in its set at every finer count `S × 2^k`: that set holds only lines of the coarser one (lines
-//! equal modulo `S × 2^k` are equal modulo `S`), none of which was referenced since the line was.
-//! Nothing changes in those sets, and each counts the reference at per-set distance 0; the visit
-//! stops at the first set count where the line is first. The set counts go in runs of one depth
-//! (the grid's are 32, 16, 8 and 4 ways), each run one loop whose search and shift is chosen once.
-//! On CPUs with AVX-512 a set of 32 is two compares into mask registers, two lane alignments and
-//! two masked stores; with AVX2, a handful of vector compares, permutes and blends; the shift does
-//! not branch on where the line was found. Counts are integers kept in the model and added to a
-//! histogram when it is read ([`SetIndexed::count_into`]). A reference to the line referenced
-//! just before (global distance 0) is first in every set and visits none. Memory is fixed by the
-//! grid: `sets × D` numbers per set count (5 MiB for 64-byte lines), whatever the trace, plus,
-//! with a sampled engine, the number of every distinct line.
+//! One pass serves every set count (14 for 64-byte lines). References are held back in batches
+//! of [`BATCH`] and taken one set count at a time, most sets first, each set count's references
+//! in the order they came (as one reference at a time through every set count would take them):
+//! a reference looks for its line among its set's `D` numbers and moves the numbers before it
+//! one place down, its own first. A line not found at `S × 2^k` sets is not found at `S` sets with
+//! no more depth: its set at `S` holds every line of its set at `S × 2^k` (lines equal modulo
+//! `S × 2^k` are equal modulo `S`), so at least as many distinct lines came before it there. At
+//! those set counts the line goes first without a search, and counts as a miss. On the grid's
+//! eleven set counts of 32 ways, most references to lines outside the smaller caches are found
+//! missing once, at the finest set count they miss at, and inserted from there on. Each set
+//! count's pass is one loop of one depth and one form: on CPUs with AVX-512 a search and shift of
+//! a set of 32 is two compares into mask registers, two lane alignments and two masked stores,
+//! an insert two alignments and two stores; with AVX2, a handful of vector compares, permutes and
+//! blends; the shift does not branch on where the line was found. The sets of the large set
+//! counts are prefetched a few references ahead. Counts are integers kept in the model and added
+//! to a histogram when it is read ([`SetIndexed::count_into`]). A reference to the line
+//! referenced just before (global distance 0) is first in every set and is counted without a
+//! visit. Memory is fixed by the grid: `sets × D` numbers per set count (5 MiB for 64-byte
+//! lines), whatever the trace, plus, with a sampled engine, the number of every distinct line.
 
 use crate::exact::Reuse;
 use crate::histogram::{Histogram, SetHits};
@@ -36,7 +40,7 @@ use crate::linemap::LineMap;
 use hetsched_core::signature::{SIGNATURE_ASSOC, SIGNATURE_SIZES};
 #[cfg(target_arch = "x86_64")]
 use search::{avx512, vector};
-use search::{visit_scalar, Sets};
+use search::{pass_scalar, Batch, Store};
 
 mod search;
 
@@ -55,6 +59,10 @@ struct Block([u32; 16]);
 /// stay in the second-level cache.
 const PREFETCH_ABOVE_BYTES: usize = 96 << 10;
 
+/// References held back for the sets, then taken level by level: the pass over a level is one
+/// loop of one form and one depth, and a reference known to miss there is not searched for.
+const BATCH: usize = 1024;
+
 /// The cache of one number of sets.
 #[derive(Clone, Copy)]
 struct Level {
@@ -63,22 +71,18 @@ struct Level {
     /// Lines each set keeps: the largest associativity asked of this number of sets (a power of
     /// two).
     depth: usize,
-    /// log2 of `depth`.
-    depth_shift: u32,
     /// Where its `sets × depth` line numbers start in [`Ids`], each set's most recent first
     /// (`EMPTY` where a set is not full); a whole number of blocks.
     start: usize,
-    /// Where its `depth` counts of references by place start in [`Counts::places`].
+    /// Where its `depth + 1` counts start in [`Counts::places`]: references found at each place,
+    /// then those not found.
     places: usize,
+    /// Whether its sets are prefetched ahead of their search (too large for the second-level
+    /// cache).
+    prefetch: bool,
 }
 
 impl Level {
-    /// The first place of `line`'s set.
-    #[inline(always)]
-    fn set_start(&self, line: u64) -> usize {
-        self.start + ((line & self.mask) << self.depth_shift) as usize
-    }
-
     /// Places the level holds.
     fn len(&self) -> usize {
         (self.mask as usize + 1) * self.depth
@@ -98,6 +102,7 @@ impl Ids {
         ))
     }
 
+    #[cfg(test)]
     fn all(&self) -> &[u32] {
         // SAFETY: a Block is 16 u32 with no padding (repr(C)), so the blocks are `16 × len`
         // contiguous, initialised u32.
@@ -130,15 +135,6 @@ pub fn grid_caches(line_bytes: u32) -> Vec<(u64, u32)> {
     caches
 }
 
-/// Consecutive levels of one depth, `levels[start..end]`: a visit goes through them in one loop,
-/// the form of their search and shift chosen once (the grid's 14 set counts are four runs).
-#[derive(Clone, Copy, Debug)]
-struct Run {
-    depth: usize,
-    start: usize,
-    end: usize,
-}
-
 /// The model's counts since they were last added to a histogram ([`SetIndexed::count_into`]):
 /// integers, so that counting a reference is an add to a register-sized slot, not a
 /// floating-point add through memory on a histogram's heap-held vectors.
@@ -148,12 +144,17 @@ struct Counts {
     refs: u64,
     /// Of those, repeats of the line referenced just before.
     repeats: u64,
-    /// References by place at each level (at [`Level::places`]), those found first and not
-    /// stopped at aside.
+    /// References by place at each level (at [`Level::places`]), then those not found.
     places: Vec<u64>,
-    /// `stops[k]`: visits that stopped at level `k`, the line first in its set there and at every
-    /// finer level.
-    stops: Vec<u64>,
+}
+
+/// The references held back for the sets ([`BATCH`]): line, number and the room for the depth of
+/// the levels where each was not found, the first `len`.
+struct Held {
+    lines: Vec<u64>,
+    ids: Vec<u32>,
+    missed: Vec<u32>,
+    len: usize,
 }
 
 /// Every line's number, for a sampled engine (which numbers only its sample's lines).
@@ -184,14 +185,11 @@ impl LineNumbers {
 
 /// Per-set stack distances for every set count of the grid, into a histogram's `set_hits`.
 pub struct SetIndexed {
-    /// Fewest sets first (the visit of a reference stops at the first set count where its line
-    /// is first in its set).
+    /// Fewest sets first (taken the other way round: a line not found at a set count is known
+    /// to miss at the coarser ones of no more depth).
     levels: Vec<Level>,
-    /// The levels in runs of one depth, fewest sets first.
-    runs: Vec<Run>,
-    /// The levels whose sets are prefetched (too large for the second-level cache).
-    prefetched: Vec<Level>,
     ids: Ids,
+    held: Held,
     /// The model's own line numbers, for an engine that hands over none (sampled).
     numbers: Option<LineNumbers>,
     /// How sets are searched and shifted: the widest vectors this CPU runs.
@@ -248,9 +246,13 @@ impl SetIndexed {
     pub fn none() -> Self {
         SetIndexed {
             levels: Vec::new(),
-            runs: Vec::new(),
-            prefetched: Vec::new(),
             ids: Ids(Vec::new()),
+            held: Held {
+                lines: Vec::new(),
+                ids: Vec::new(),
+                missed: Vec::new(),
+                len: 0,
+            },
             numbers: None,
             code: SetCode::Scalar,
             counts: Counts::default(),
@@ -283,44 +285,33 @@ impl SetIndexed {
                     depth.is_power_of_two(),
                     "associativities are powers of two ({depth})"
                 );
+                let len = (sets as usize) * depth;
                 let level = Level {
                     mask: sets - 1,
                     depth,
-                    depth_shift: depth.trailing_zeros(),
                     start,
                     places,
+                    prefetch: len * 4 > PREFETCH_ABOVE_BYTES,
                 };
                 // Each level starts a block: no set straddles more cache lines than it must.
-                start += level.len().next_multiple_of(16);
-                places += depth;
+                start += len.next_multiple_of(16);
+                places += depth + 1;
                 level
             })
             .collect();
-        let mut runs: Vec<Run> = Vec::new();
-        for (k, level) in levels.iter().enumerate() {
-            match runs.last_mut() {
-                Some(run) if run.depth == level.depth => run.end = k + 1,
-                _ => runs.push(Run {
-                    depth: level.depth,
-                    start: k,
-                    end: k + 1,
-                }),
-            }
-        }
         let counts = Counts {
             places: vec![0; places],
-            stops: vec![0; levels.len()],
             ..Counts::default()
         };
         SetIndexed {
             ids: Ids::for_levels(&levels),
-            prefetched: levels
-                .iter()
-                .filter(|l| l.len() * 4 > PREFETCH_ABOVE_BYTES)
-                .copied()
-                .collect(),
             levels,
-            runs,
+            held: Held {
+                lines: vec![0; BATCH],
+                ids: vec![0; BATCH],
+                missed: vec![0; BATCH],
+                len: 0,
+            },
             numbers: None,
             code: SetCode::fastest(),
             counts,
@@ -355,6 +346,7 @@ impl SetIndexed {
         if self.levels.is_empty() {
             return;
         }
+        self.flush::<false>();
         if hist.set_hits.len() != self.levels.len() {
             hist.set_hits = self
                 .levels
@@ -368,36 +360,23 @@ impl SetIndexed {
         let c = &mut self.counts;
         hist.set_refs += c.refs as f64;
         hist.set_repeats += c.repeats as f64;
-        let mut stopped = 0;
-        for (k, (level, counts)) in self.levels.iter().zip(&mut hist.set_hits).enumerate() {
-            // A visit that stopped at a coarser level or this one found the line first here.
-            stopped += c.stops[k];
+        for (level, counts) in self.levels.iter().zip(&mut hist.set_hits) {
             let places = &c.places[level.places..level.places + level.depth];
             for (h, &n) in counts.hits.iter_mut().zip(places) {
                 *h += n as f64;
             }
-            counts.hits[0] += stopped as f64;
         }
         c.refs = 0;
         c.repeats = 0;
         c.places.fill(0);
-        c.stops.fill(0);
     }
 
-    /// Bring the sets `line` will visit into cache, those of the levels too large to stay there,
-    /// and its number's entry (a hint; no effect on results).
+    /// Bring the entry of `line`'s number into cache, for a model that numbers lines itself (a
+    /// hint; no effect on results). Sets are prefetched as a batch is taken.
     #[inline(always)]
     pub fn prefetch(&self, line: u64) {
         if let Some(numbers) = &self.numbers {
             numbers.ids.prefetch(line);
-        }
-        let ids = self.ids.all();
-        for level in &self.prefetched {
-            let start = level.set_start(line);
-            hetsched_core::prefetch::prefetch(&ids[start]);
-            if level.depth > 16 {
-                hetsched_core::prefetch::prefetch(&ids[start + 16]);
-            }
         }
     }
 
@@ -412,7 +391,7 @@ impl SetIndexed {
             // The line referenced last again: first in every set, nothing moves.
             self.counts.repeats += 1;
         } else {
-            self.visit::<false>(line, reuse.id);
+            self.hold::<false>(line, reuse.id);
         }
     }
 
@@ -431,37 +410,59 @@ impl SetIndexed {
         self.counts.refs += 1;
         match id {
             None => self.counts.repeats += 1,
-            Some(id) => self.visit::<false>(line, id),
+            Some(id) => self.hold::<false>(line, id),
         }
     }
 
-    /// Look for line `id` in `line`'s set at every set count, fewest sets first, count its place
-    /// and move it first; from the first set count where it is first already, count it first at
-    /// that and every finer count and stop (or, with `ALL`, a check, visit them all the same).
-    #[inline]
-    fn visit<const ALL: bool>(&mut self, line: u64, id: u32) {
+    /// Hold back line `id` (at address line `line`) for the sets; take the batch when full
+    /// ([`Self::flush`]).
+    #[inline(always)]
+    fn hold<const ALL: bool>(&mut self, line: u64, id: u32) {
         debug_assert!(id != EMPTY);
-        let sets = Sets {
-            levels: &self.levels,
+        let h = &mut self.held;
+        if h.len >= h.lines.len().min(h.ids.len()).min(h.missed.len()) {
+            self.flush::<ALL>();
+        }
+        let h = &mut self.held;
+        h.lines[h.len] = line;
+        h.ids[h.len] = id;
+        h.missed[h.len] = 0;
+        h.len += 1;
+    }
+
+    /// Take the held references through the sets, one level at a time, most sets first: at each,
+    /// look for each reference's line in its set, count the place and move the line first. A
+    /// line not found at a level is not found at any level of fewer sets and no more depth (its
+    /// set there holds its set here), where it goes first without a search (with `ALL`, a check,
+    /// it is searched all the same). Each level sees the references in the order they came, as a
+    /// reference at a time through every level would.
+    fn flush<const ALL: bool>(&mut self) {
+        let store = Store {
             ids: self.ids.all_mut().as_mut_ptr(),
             places: self.counts.places.as_mut_ptr(),
-            line,
         };
-        // SAFETY: `sets` points into this model's sets and counts, which `for_caches` made to
-        // hold every level's; `code` names a form this CPU runs (`SetCode::fastest`, or a
-        // test's choice among `SetCode::supported`).
-        let first = unsafe {
-            match self.code {
-                #[cfg(target_arch = "x86_64")]
-                SetCode::Avx512 => avx512::visit::<ALL>(&self.runs, sets, id),
-                #[cfg(target_arch = "x86_64")]
-                SetCode::Avx2 => vector::visit::<ALL>(&self.runs, sets, id),
-                _ => visit_scalar::<ALL>(&self.runs, sets, id),
+        let h = &mut self.held;
+        let n = h.len;
+        let mut batch = Batch {
+            lines: &h.lines[..n],
+            ids: &h.ids[..n],
+            missed: &mut h.missed[..n],
+        };
+        for level in self.levels.iter().rev() {
+            // SAFETY: `store` points into this model's sets and counts, which `for_caches` made
+            // to hold every level's; `code` names a form this CPU runs (`SetCode::fastest`, or a
+            // test's choice among `SetCode::supported`).
+            unsafe {
+                match self.code {
+                    #[cfg(target_arch = "x86_64")]
+                    SetCode::Avx512 => avx512::pass_of::<ALL>(level, store, &mut batch),
+                    #[cfg(target_arch = "x86_64")]
+                    SetCode::Avx2 => vector::pass_of::<ALL>(level, store, &mut batch),
+                    _ => pass_scalar::<ALL>(level, store, &mut batch),
+                }
             }
-        };
-        if let Some(stops) = self.counts.stops.get_mut(first) {
-            *stops += 1;
         }
+        h.len = 0;
     }
 }
 
@@ -591,9 +592,9 @@ mod tests {
         }
     }
 
-    /// `model` fed `lines` (through the exact engine `e`, or on its own numbers without one),
-    /// every set count visited whatever the line's place at the coarser ones.
-    fn without_early_stop(
+    /// `model` fed `lines` (through the exact engine `e`, or on its own numbers without one), each
+    /// line searched for at every set count, whether or not it was found at the finer ones.
+    fn searching_every_set(
         model: &mut SetIndexed,
         mut e: Option<&mut ExactStack>,
         lines: &[u64],
@@ -609,20 +610,22 @@ mod tests {
             };
             model.counts.refs += 1;
             match id {
-                Some(id) => model.visit::<true>(line, id),
+                Some(id) => model.hold::<true>(line, id),
                 None => model.counts.repeats += 1,
             }
         }
+        model.flush::<true>();
         model.count_into(h);
     }
 
-    /// A line first in its set at some set count is first at every finer one, where nothing
-    /// moves: stopping there gives the same counts and the same sets as visiting every set count,
-    /// on random streams of lines near and far apart, through the exact engine (compacting often
-    /// or not) and on the model's own numbers, in every form of the search and shift this CPU
-    /// runs, for lines of 8 to 4,096 bytes.
+    /// A line not found at some set count is not found at any coarser one of no more depth:
+    /// inserting it there without a search gives the same counts and the same sets as searching
+    /// every set count, on random streams of lines near and far apart, through the exact engine
+    /// (compacting often or not) and on the model's own numbers, in every form of the search and
+    /// shift this CPU runs, for lines of 8 to 4,096 bytes, and on a grid whose depths do not grow
+    /// with fewer sets.
     #[test]
-    fn stopping_where_the_line_is_first_changes_nothing() {
+    fn inserting_known_misses_without_a_search_changes_nothing() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for round in 0..12u64 {
             let n = 2_000 + 1_000 * round;
@@ -655,31 +658,50 @@ mod tests {
                         s
                     }
                 };
-                let (mut stop, mut all) = (make(), make());
+                let (mut known, mut all) = (make(), make());
                 let (mut hs, mut ha) = (Histogram::default(), Histogram::default());
                 let mut e = ExactStack::with_capacity(capacity.max(512));
                 if sampled {
                     for &l in &lines {
-                        stop.access(l);
+                        known.access(l);
                     }
-                    stop.count_into(&mut hs);
-                    without_early_stop(&mut all, None, &lines, &mut ha);
+                    known.count_into(&mut hs);
+                    searching_every_set(&mut all, None, &lines, &mut ha);
                 } else {
-                    through_exact(&mut stop, &mut e, &lines, &mut hs);
+                    through_exact(&mut known, &mut e, &lines, &mut hs);
                     let mut e = ExactStack::with_capacity(capacity.max(512));
-                    without_early_stop(&mut all, Some(&mut e), &lines, &mut ha);
+                    searching_every_set(&mut all, Some(&mut e), &lines, &mut ha);
                 }
                 let what = format!("round {round}, {line_bytes} B, {code:?} {sampled} {capacity}");
                 assert_eq!(hs, ha, "{what}");
-                for (a, b) in stop.levels.iter().zip(&all.levels) {
+                for (a, b) in known.levels.iter().zip(&all.levels) {
                     assert!(
-                        stop.ids.of(a) == all.ids.of(b),
+                        known.ids.of(a) == all.ids.of(b),
                         "{what}: {} sets",
                         a.mask + 1
                     );
                 }
                 check_caches(&hs, &lines, &caches);
             }
+        }
+    }
+
+    /// Depths that do not grow with fewer sets (1,024 sets of 4 ways, 256 of 16, 64 of 8, 16 of
+    /// 32): a line missing at 16 ways is not known to miss at 8 or 4 sets of more ways, nor a line
+    /// missing at 4 ways at 256 sets of 16.
+    #[test]
+    fn a_miss_is_known_only_at_no_more_depth() {
+        let lines = mixed_lines(30_000, 13);
+        for code in SetCode::supported() {
+            let (mut known, mut all) = (
+                SetIndexed::for_caches(&CACHES).in_code(code),
+                SetIndexed::for_caches(&CACHES).in_code(code),
+            );
+            let (mut hk, mut ha) = (Histogram::default(), Histogram::default());
+            through_exact(&mut known, &mut ExactStack::new(), &lines, &mut hk);
+            searching_every_set(&mut all, Some(&mut ExactStack::new()), &lines, &mut ha);
+            assert_eq!(hk, ha, "{code:?}");
+            check(&hk, &lines);
         }
     }
 
@@ -718,17 +740,18 @@ mod tests {
         }
     }
 
-    /// The grid's set counts are four runs of one depth each (32, 16, 8, 4 ways), and this CPU's
-    /// fastest form is among those the tests check.
+    /// The grid's levels of more than 96 KiB (1,024 sets of 32 and up) are prefetched, and this
+    /// CPU's fastest form is among those the tests check.
     #[test]
-    fn the_grid_is_four_runs() {
+    fn the_large_levels_are_prefetched() {
         let s = SetIndexed::for_grid(64);
-        let runs: Vec<(usize, usize, usize)> =
-            s.runs.iter().map(|r| (r.depth, r.start, r.end)).collect();
-        assert_eq!(
-            runs,
-            vec![(32, 0, 11), (16, 11, 12), (8, 12, 13), (4, 13, 14)]
-        );
+        let prefetched: Vec<u64> = s
+            .levels
+            .iter()
+            .filter(|l| l.prefetch)
+            .map(|l| l.mask + 1)
+            .collect();
+        assert_eq!(prefetched, (10..=16).map(|e| 1u64 << e).collect::<Vec<_>>());
         assert!(SetCode::supported().contains(&SetCode::fastest()));
     }
 }

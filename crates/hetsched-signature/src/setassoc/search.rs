@@ -1,63 +1,150 @@
-//! The search and shift of one set at each level a reference visits, in each instruction set the
-//! model runs: plain code for any depth, AVX2, and AVX-512 (module doc of [`super`]).
+//! One level's pass over a batch of references: the search and shift, or the insert, of each one's
+//! set, in each instruction set the model runs (plain code for any depth, AVX2, and AVX-512;
+//! module doc of [`super`]).
 
-use super::{Level, Run};
+use super::Level;
 
-/// Where a reference's visit reads and writes: every level's sets and counts, as
-/// [`super::SetIndexed`] holds them, and the line.
-#[derive(Clone, Copy)]
-pub(super) struct Sets<'a> {
-    pub(super) levels: &'a [Level],
-    pub(super) ids: *mut u32,
-    pub(super) places: *mut u64,
-    pub(super) line: u64,
+/// Sets of a prefetched level are brought into cache this many references ahead of their search.
+const AHEAD: usize = 16;
+
+/// The batch's references: their lines and numbers, and for each the largest depth of a level
+/// where its line was not found (0: none yet).
+pub(super) struct Batch<'a> {
+    pub(super) lines: &'a [u64],
+    pub(super) ids: &'a [u32],
+    pub(super) missed: &'a mut [u32],
 }
 
-impl Sets<'_> {
-    /// Search and shift the line's set at each level of `run` with `search_and_shift` (the place
-    /// where it found the line, if it did), counting the place, up to the first level where the
-    /// line was first already (each with `ALL`): that level, if any.
-    ///
-    /// # Safety
-    /// `ids` and `places` hold every level's sets and counts (as [`super::SetIndexed`] makes them), and
-    /// `run` is one of its runs; `search_and_shift` reads and writes `depth` places.
-    #[inline(always)]
-    unsafe fn visit_run<const ALL: bool>(
-        self,
-        run: Run,
-        mut search_and_shift: impl FnMut(*mut u32) -> Option<usize>,
-    ) -> Option<usize> {
-        for k in run.start..run.end {
-            // SAFETY: the caller's: `k` is a level, whose set of the line lies in `ids` and
-            // whose counts lie in `places`, a place below its depth.
-            unsafe {
-                let level = self.levels.get_unchecked(k);
-                match search_and_shift(self.ids.add(level.set_start(self.line))) {
-                    Some(0) if !ALL => return Some(k),
-                    Some(p) => *self.places.add(level.places + p) += 1,
-                    None => {}
+/// Where a level's pass reads and writes: every level's sets and counts, as
+/// [`super::SetIndexed`] holds them.
+#[derive(Clone, Copy)]
+pub(super) struct Store {
+    pub(super) ids: *mut u32,
+    pub(super) places: *mut u64,
+}
+
+/// Take each reference of the batch at `level`, in order. One whose line was not found at a level
+/// of more sets and at least this depth is not here either (the sets there split this level's
+/// sets, so a line has at least as many others before it in its set here): its line goes first,
+/// every other place one down, with `insert_first`, no search (unless `ALL`, a check that this
+/// changes nothing). Any other is searched and shifted with `search_and_shift` (the place where
+/// it found the line, if it did); its place is counted in the place's slot or, not found, the
+/// level's last slot, and the depth noted. `depth` is the level's, a constant where the form is
+/// written for one; with `PREFETCH`, each set is prefetched [`AHEAD`] references before.
+///
+/// # Safety
+/// `store` holds every level's sets and `depth + 1` counts a level (as [`super::SetIndexed`]
+/// makes them), `level` is one of its levels, of `depth` places a set, and `search_and_shift` and
+/// `insert_first` read and write `depth` places.
+#[inline(always)]
+unsafe fn pass<const ALL: bool, const PREFETCH: bool>(
+    level: &Level,
+    depth: usize,
+    store: Store,
+    batch: &mut Batch<'_>,
+    mut search_and_shift: impl FnMut(*mut u32, u32) -> Option<usize>,
+    mut insert_first: impl FnMut(*mut u32, u32),
+) {
+    debug_assert_eq!(depth, level.depth);
+    let n = batch
+        .lines
+        .len()
+        .min(batch.ids.len())
+        .min(batch.missed.len());
+    let (lines, ids, missed) = (batch.lines, batch.ids, &mut *batch.missed);
+    // SAFETY (this block and the loop's): the caller's: the level's sets lie in `store.ids` from
+    // `level.start`, `depth` places a set, and its `depth + 1` counts in `store.places` from
+    // `level.places`; `i` and `i + AHEAD` are below `n`, checked or by construction.
+    let (sets, counts) = unsafe { (store.ids.add(level.start), store.places.add(level.places)) };
+    let set_of = |line: u64| (line & level.mask) as usize * depth;
+    let mut known = 0;
+    for i in 0..n {
+        unsafe {
+            if PREFETCH && i + AHEAD < n {
+                let set = sets.add(set_of(*lines.get_unchecked(i + AHEAD)));
+                hetsched_core::prefetch::prefetch(&*set);
+                if depth > 16 {
+                    hetsched_core::prefetch::prefetch(&*set.add(16));
+                }
+            }
+            let (set, id) = (
+                sets.add(set_of(*lines.get_unchecked(i))),
+                *ids.get_unchecked(i),
+            );
+            let missed = missed.get_unchecked_mut(i);
+            if !ALL && *missed as usize >= depth {
+                insert_first(set, id);
+                known += 1;
+            } else {
+                let place = search_and_shift(set, id).unwrap_or(depth);
+                *counts.add(place) += 1;
+                if place == depth {
+                    *missed = (*missed).max(depth as u32);
                 }
             }
         }
-        None
+    }
+    // SAFETY: as above.
+    unsafe { *counts.add(depth) += known };
+}
+
+/// [`pass`] with or without prefetching, as the level asks.
+///
+/// # Safety
+/// As [`pass`].
+#[inline(always)]
+unsafe fn pass_as_asked<const ALL: bool>(
+    level: &Level,
+    depth: usize,
+    store: Store,
+    batch: &mut Batch<'_>,
+    search_and_shift: impl FnMut(*mut u32, u32) -> Option<usize>,
+    insert_first: impl FnMut(*mut u32, u32),
+) {
+    // SAFETY: the caller's.
+    unsafe {
+        if level.prefetch {
+            pass::<ALL, true>(level, depth, store, batch, search_and_shift, insert_first);
+        } else {
+            pass::<ALL, false>(level, depth, store, batch, search_and_shift, insert_first);
+        }
     }
 }
 
-/// The visit of every level up to the first where the line is first in its set (every level with
-/// `ALL`): that level's index, or the number of levels. Plain code, for any depth.
+/// A level's pass in plain code, for any depth.
 ///
 /// # Safety
-/// As [`Sets::visit_run`], for each of `runs`.
-#[inline(always)]
-pub(super) unsafe fn visit_scalar<const ALL: bool>(runs: &[Run], sets: Sets<'_>, id: u32) -> usize {
-    for &run in runs {
-        // SAFETY: the caller's.
-        let stop = unsafe { sets.visit_run::<ALL>(run, |set| set_scalar(set, run.depth, id)) };
-        if let Some(k) = stop {
-            return k;
-        }
+/// As [`pass`].
+pub(super) unsafe fn pass_scalar<const ALL: bool>(
+    level: &Level,
+    store: Store,
+    batch: &mut Batch<'_>,
+) {
+    let d = level.depth;
+    // SAFETY: the caller's.
+    unsafe {
+        pass_as_asked::<ALL>(
+            level,
+            d,
+            store,
+            batch,
+            |s, id| set_scalar(s, d, id),
+            |s, id| insert_scalar(s, d, id),
+        );
     }
-    sets.levels.len()
+}
+
+/// Put line `id` first in the set of `depth` places at `set`, every other place one down (the
+/// last dropped).
+///
+/// # Safety
+/// `set` starts `depth` places, borrowed by nothing else.
+#[inline(always)]
+unsafe fn insert_scalar(set: *mut u32, depth: usize, id: u32) {
+    // SAFETY: the caller's.
+    let set = unsafe { std::slice::from_raw_parts_mut(set, depth) };
+    set.copy_within(0..depth - 1, 1);
+    set[0] = id;
 }
 
 /// Look for line `id` in the set of `depth` places at `set` and move it first: its place, if
@@ -81,36 +168,82 @@ unsafe fn set_scalar(set: *mut u32, depth: usize, id: u32) -> Option<usize> {
 /// is left as it is; any other is read and written whole, wherever the line was: no branch on it.
 #[cfg(target_arch = "x86_64")]
 pub(super) mod vector {
-    use super::{Run, Sets};
+    use super::{pass_as_asked, Batch, Level, Store};
     use std::arch::x86_64::*;
 
-    /// As [`super::visit_scalar`].
+    /// As [`super::pass_scalar`].
     ///
     /// # Safety
-    /// As [`super::visit_scalar`], on a CPU with AVX2.
+    /// As [`super::pass_scalar`], on a CPU with AVX2.
     #[target_feature(enable = "avx2")]
-    pub(in crate::setassoc) unsafe fn visit<const ALL: bool>(
-        runs: &[Run],
-        sets: Sets<'_>,
-        id: u32,
-    ) -> usize {
-        for &run in runs {
-            // SAFETY: the caller's; each form reads and writes the run's depth.
-            let stop = unsafe {
-                match run.depth {
-                    32 => sets.visit_run::<ALL>(run, |set| set_of_8s::<4>(set, id)),
-                    16 => sets.visit_run::<ALL>(run, |set| set_of_8s::<2>(set, id)),
-                    8 => sets.visit_run::<ALL>(run, |set| set_of_8s::<1>(set, id)),
-                    4 => sets.visit_run::<ALL>(run, |set| set_of_4(set, id)),
-                    // Sets of 1 or 2 ways (caches of very long lines, tests).
-                    d => sets.visit_run::<ALL>(run, |set| super::set_scalar(set, d, id)),
-                }
-            };
-            if let Some(k) = stop {
-                return k;
+    pub(in crate::setassoc) unsafe fn pass_of<const ALL: bool>(
+        level: &Level,
+        store: Store,
+        batch: &mut Batch<'_>,
+    ) {
+        // SAFETY: the caller's; each form reads and writes the level's depth.
+        unsafe {
+            match level.depth {
+                32 => pass_as_asked::<ALL>(
+                    level,
+                    32,
+                    store,
+                    batch,
+                    |s, id| set_of_8s::<4>(s, id),
+                    |s, id| insert_of_8s::<4>(s, id),
+                ),
+                16 => pass_as_asked::<ALL>(
+                    level,
+                    16,
+                    store,
+                    batch,
+                    |s, id| set_of_8s::<2>(s, id),
+                    |s, id| insert_of_8s::<2>(s, id),
+                ),
+                8 => pass_as_asked::<ALL>(
+                    level,
+                    8,
+                    store,
+                    batch,
+                    |s, id| set_of_8s::<1>(s, id),
+                    |s, id| insert_of_8s::<1>(s, id),
+                ),
+                4 => pass_as_asked::<ALL>(
+                    level,
+                    4,
+                    store,
+                    batch,
+                    |s, id| set_of_4(s, id),
+                    |s, id| super::insert_scalar(s, 4, id),
+                ),
+                // Sets of 1 or 2 ways (caches of very long lines, tests).
+                d => pass_as_asked::<ALL>(
+                    level,
+                    d,
+                    store,
+                    batch,
+                    |s, id| super::set_scalar(s, d, id),
+                    |s, id| super::insert_scalar(s, d, id),
+                ),
             }
         }
-        sets.levels.len()
+    }
+
+    /// Line `id` first in the set of `8 × N` line numbers at `set`, every other place one down.
+    #[inline(always)]
+    unsafe fn insert_of_8s<const N: usize>(set: *mut u32, id: u32) {
+        let p = set.cast::<__m256i>();
+        // SAFETY: the caller's: `set` starts a set of `8 × N` line numbers.
+        unsafe {
+            let rotate = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
+            let v: [__m256i; N] = std::array::from_fn(|i| _mm256_loadu_si256(p.add(i)));
+            let mut carry = _mm256_set1_epi32(id as i32);
+            for (i, vi) in v.iter().enumerate() {
+                let r = _mm256_permutevar8x32_epi32(*vi, rotate);
+                _mm256_storeu_si256(p.add(i), _mm256_blend_epi32::<1>(r, carry));
+                carry = r;
+            }
+        }
     }
 
     /// A set of `8 × N` line numbers at `set`: the place of `id`, if there, and the shift.
@@ -184,36 +317,93 @@ pub(super) mod vector {
 /// them when it was not there). Two compares, two alignments and two stores for a set of 32.
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx512 {
-    use super::{Run, Sets};
+    use super::{pass_as_asked, Batch, Level, Store};
     use std::arch::x86_64::*;
 
-    /// As [`super::visit_scalar`].
+    /// As [`super::pass_scalar`].
     ///
     /// # Safety
-    /// As [`super::visit_scalar`], on a CPU with AVX-512F and VL.
+    /// As [`super::pass_scalar`], on a CPU with AVX-512F and VL.
     #[target_feature(enable = "avx512f,avx512vl")]
-    pub(in crate::setassoc) unsafe fn visit<const ALL: bool>(
-        runs: &[Run],
-        sets: Sets<'_>,
-        id: u32,
-    ) -> usize {
-        for &run in runs {
-            // SAFETY: the caller's; each form reads and writes the run's depth.
-            let stop = unsafe {
-                match run.depth {
-                    32 => sets.visit_run::<ALL>(run, |set| set_of_16s::<2>(set.cast(), id)),
-                    16 => sets.visit_run::<ALL>(run, |set| set_of_16s::<1>(set.cast(), id)),
-                    8 => sets.visit_run::<ALL>(run, |set| set_of_8(set.cast(), id)),
-                    4 => sets.visit_run::<ALL>(run, |set| set_of_4(set.cast(), id)),
-                    // Sets of 1 or 2 ways (caches of very long lines, tests).
-                    d => sets.visit_run::<ALL>(run, |set| super::set_scalar(set, d, id)),
-                }
-            };
-            if let Some(k) = stop {
-                return k;
+    pub(in crate::setassoc) unsafe fn pass_of<const ALL: bool>(
+        level: &Level,
+        store: Store,
+        batch: &mut Batch<'_>,
+    ) {
+        // SAFETY: the caller's; each form reads and writes the level's depth.
+        unsafe {
+            match level.depth {
+                32 => pass_as_asked::<ALL>(
+                    level,
+                    32,
+                    store,
+                    batch,
+                    |s, id| set_of_16s::<2>(s.cast(), id),
+                    |s, id| insert_of_16s::<2>(s.cast(), id),
+                ),
+                16 => pass_as_asked::<ALL>(
+                    level,
+                    16,
+                    store,
+                    batch,
+                    |s, id| set_of_16s::<1>(s.cast(), id),
+                    |s, id| insert_of_16s::<1>(s.cast(), id),
+                ),
+                8 => pass_as_asked::<ALL>(
+                    level,
+                    8,
+                    store,
+                    batch,
+                    |s, id| set_of_8(s.cast(), id),
+                    |s, id| insert_of_8(s.cast(), id),
+                ),
+                4 => pass_as_asked::<ALL>(
+                    level,
+                    4,
+                    store,
+                    batch,
+                    |s, id| set_of_4(s.cast(), id),
+                    |s, id| super::insert_scalar(s, 4, id),
+                ),
+                // Sets of 1 or 2 ways (caches of very long lines, tests).
+                d => pass_as_asked::<ALL>(
+                    level,
+                    d,
+                    store,
+                    batch,
+                    |s, id| super::set_scalar(s, d, id),
+                    |s, id| super::insert_scalar(s, d, id),
+                ),
             }
         }
-        sets.levels.len()
+    }
+
+    /// Line `id` first in the set of `16 × N` line numbers at `set`, every other place one down:
+    /// one lane alignment and one store a vector.
+    #[inline(always)]
+    unsafe fn insert_of_16s<const N: usize>(set: *mut i32, id: u32) {
+        // SAFETY: the caller's: `set` starts a set of `16 × N` line numbers.
+        unsafe {
+            let v: [__m512i; N] = std::array::from_fn(|i| _mm512_loadu_epi32(set.add(16 * i)));
+            let mut before = _mm512_set1_epi32(id as i32);
+            for (i, vi) in v.iter().enumerate() {
+                _mm512_storeu_epi32(set.add(16 * i), _mm512_alignr_epi32::<15>(*vi, before));
+                before = *vi;
+            }
+        }
+    }
+
+    /// Line `id` first in the set of 8 line numbers at `set`, every other place one down.
+    #[inline(always)]
+    unsafe fn insert_of_8(set: *mut i32, id: u32) {
+        // SAFETY: the caller's: `set` starts a set of 8 line numbers.
+        unsafe {
+            let v = _mm256_loadu_epi32(set);
+            _mm256_storeu_epi32(
+                set,
+                _mm256_alignr_epi32::<7>(v, _mm256_set1_epi32(id as i32)),
+            );
+        }
     }
 
     /// The places that move for a line found at `found` (or not found, in a set of `depth`): one
