@@ -175,42 +175,86 @@ pub fn initial_core(
     mut crowd: impl FnMut(CoreId) -> u64,
 ) -> Option<CoreId> {
     // One pass: the best idle core, and the best of all cores until an idle one is seen (then
-    // never wanted). Each is (load, power, the crowd once asked for, core).
-    type Best = Option<(f64, f64, Option<u64>, CoreId)>;
-    let (mut idle, mut any): (Best, Best) = (None, None);
+    // never wanted). On a large machine whose cores are all busy, nearly every core at every
+    // thread start either has the best's runnable count and power (a tie the best keeps) or a
+    // load above the band that ties with the best's: each is passed over after a compare or two.
+    let (mut idle, mut any) = (StartBest::NONE, StartBest::NONE);
     for c in allowed.iter() {
         let n = runnable(c);
-        if n != 0 && idle.is_some() {
+        let best = if n == 0 {
+            &mut idle
+        } else if idle.core.is_some() {
+            continue;
+        } else {
+            &mut any
+        };
+        let p = power(c);
+        if n != 0 && n == best.runnable && p == best.power {
             continue;
         }
-        let p = power(c);
         let l = scaled_load(n + 1, p);
-        let best = if n == 0 { &mut idle } else { &mut any };
-        let better = match best {
+        if l > best.above {
+            continue;
+        }
+        let better = match best.core {
             None => true,
-            Some((bl, bp, bm, b)) => {
-                if l < *bl - LOAD_EPS * bl.max(1.0) {
+            Some(b) => {
+                if l < best.below {
                     true
-                } else if l > *bl + LOAD_EPS * bl.max(1.0) {
-                    false
-                } else if p > *bp + LOAD_EPS {
+                } else if p > best.power + LOAD_EPS {
                     l < 1.0 - LOAD_EPS
-                } else if p < *bp - LOAD_EPS {
+                } else if p < best.power - LOAD_EPS {
                     l >= 1.0 - LOAD_EPS
                 } else if n == 0 {
                     // Asked for on ties between idle cores only, and for the best core once.
                     let m = crowd(c);
-                    m < *bm.get_or_insert_with(|| crowd(*b))
+                    m < *best.crowd.get_or_insert_with(|| crowd(b))
                 } else {
                     false
                 }
             }
         };
         if better {
-            *best = Some((l, p, None, c));
+            *best = StartBest::new(c, n, l, p);
         }
     }
-    idle.or(any).map(|(_, _, _, c)| c)
+    idle.core.or(any.core)
+}
+
+/// The best core [`initial_core`] has seen so far, and the band of new loads that tie with its
+/// own (within [`LOAD_EPS`] of it, relatively).
+struct StartBest {
+    core: Option<CoreId>,
+    runnable: u32,
+    power: f64,
+    /// Loads below this beat it; loads above `above` lose to it.
+    below: f64,
+    above: f64,
+    /// Its crowd, once asked for.
+    crowd: Option<u64>,
+}
+
+impl StartBest {
+    const NONE: StartBest = StartBest {
+        core: None,
+        runnable: 0,
+        power: 0.0,
+        below: f64::INFINITY,
+        above: f64::INFINITY,
+        crowd: None,
+    };
+
+    fn new(core: CoreId, runnable: u32, load: f64, power: f64) -> Self {
+        let band = LOAD_EPS * load.max(1.0);
+        StartBest {
+            core: Some(core),
+            runnable,
+            power,
+            below: load - band,
+            above: load + band,
+            crowd: None,
+        }
+    }
 }
 
 /// What the policy knows of the machine, derived once from the topology.
@@ -931,14 +975,9 @@ impl Policy for Amps {
             &open
         };
         let mut llc_sums = Vec::new();
-        let runnable = |c: CoreId| {
-            let n = view.core(c).runnable;
-            if Some(c) == here {
-                n.saturating_sub(1)
-            } else {
-                n
-            }
-        };
+        // Read for every core at every start: a compare of plain integers, no branch.
+        let here = here.map_or(u32::MAX, |c| c.0);
+        let runnable = |c: CoreId| view.core(c).runnable.saturating_sub(u32::from(c.0 == here));
         initial_core(
             allowed,
             runnable,
