@@ -174,48 +174,28 @@ pub fn initial_core(
     power: impl Fn(CoreId) -> f64,
     mut crowd: impl FnMut(CoreId) -> u64,
 ) -> Option<CoreId> {
-    // One pass: the best idle core, and the best of all cores until an idle one is seen (then
-    // never wanted). On a large machine whose cores are all busy, nearly every core at every
-    // thread start either has the best's runnable count and power (a tie the best keeps) or a
-    // load above the band that ties with the best's: each is passed over after a compare or two.
-    let (mut idle, mut any) = (StartBest::NONE, StartBest::NONE);
-    for c in allowed.iter() {
+    // One pass: the best of all cores until an idle one is seen, then the best idle core (busy
+    // cores are then never wanted). On a large machine whose cores are all busy, nearly every
+    // core at every thread start either has the best's runnable count and power (a tie the best
+    // keeps) or a load above the band that ties with the best's: each is passed over after a
+    // compare or two, the best kept in registers.
+    let mut cores = allowed.iter();
+    let (mut any, mut idle) = (StartBest::NONE, StartBest::NONE);
+    for c in cores.by_ref() {
         let n = runnable(c);
-        let best = if n == 0 {
-            &mut idle
-        } else if idle.core.is_some() {
-            continue;
-        } else {
-            &mut any
-        };
         let p = power(c);
-        if n != 0 && n == best.runnable && p == best.power {
+        if n == 0 {
+            idle.consider(c, n, p, &mut crowd);
+            break;
+        }
+        if n == any.runnable && p == any.power {
             continue;
         }
-        let l = scaled_load(n + 1, p);
-        if l > best.above {
-            continue;
-        }
-        let better = match best.core {
-            None => true,
-            Some(b) => {
-                if l < best.below {
-                    true
-                } else if p > best.power + LOAD_EPS {
-                    l < 1.0 - LOAD_EPS
-                } else if p < best.power - LOAD_EPS {
-                    l >= 1.0 - LOAD_EPS
-                } else if n == 0 {
-                    // Asked for on ties between idle cores only, and for the best core once.
-                    let m = crowd(c);
-                    m < *best.crowd.get_or_insert_with(|| crowd(b))
-                } else {
-                    false
-                }
-            }
-        };
-        if better {
-            *best = StartBest::new(c, n, l, p);
+        any.consider(c, n, p, &mut crowd);
+    }
+    for c in cores {
+        if runnable(c) == 0 {
+            idle.consider(c, 0, power(c), &mut crowd);
         }
     }
     idle.core.or(any.core)
@@ -243,6 +223,36 @@ impl StartBest {
         above: f64::INFINITY,
         crowd: None,
     };
+
+    /// Core `c`, with `n` runnable threads and power `p`, replaces the best if the rule prefers
+    /// it (`crowd` asked on ties between idle cores only, and for the best core once).
+    #[inline(always)]
+    fn consider(&mut self, c: CoreId, n: u32, p: f64, crowd: &mut impl FnMut(CoreId) -> u64) {
+        let l = scaled_load(n + 1, p);
+        if l > self.above {
+            return;
+        }
+        let better = match self.core {
+            None => true,
+            Some(b) => {
+                if l < self.below {
+                    true
+                } else if p > self.power + LOAD_EPS {
+                    l < 1.0 - LOAD_EPS
+                } else if p < self.power - LOAD_EPS {
+                    l >= 1.0 - LOAD_EPS
+                } else if n == 0 {
+                    let m = crowd(c);
+                    m < *self.crowd.get_or_insert_with(|| crowd(b))
+                } else {
+                    false
+                }
+            }
+        };
+        if better {
+            *self = StartBest::new(c, n, l, p);
+        }
+    }
 
     fn new(core: CoreId, runnable: u32, load: f64, power: f64) -> Self {
         let band = LOAD_EPS * load.max(1.0);
