@@ -57,15 +57,23 @@ unsafe fn pass<const ALL: bool, const PREFETCH: bool>(
     // `level.places`; `i` and `i + AHEAD` are below `n`, checked or by construction.
     let (sets, counts) = unsafe { (store.ids.add(level.start), store.places.add(level.places)) };
     let set_of = |line: u64| (line & level.mask) as usize * depth;
+    // SAFETY: a set of the level, as in the loop.
+    let prefetch = |i: usize| unsafe {
+        let set = sets.add(set_of(*lines.get_unchecked(i)));
+        hetsched_core::prefetch::prefetch(&*set);
+        if depth > 16 {
+            hetsched_core::prefetch::prefetch(&*set.add(16));
+        }
+    };
+    if PREFETCH {
+        // The first references' sets at once, the rest each `AHEAD` references before its search.
+        (0..AHEAD.min(n)).for_each(prefetch);
+    }
     let mut known = 0;
     for i in 0..n {
         unsafe {
             if PREFETCH && i + AHEAD < n {
-                let set = sets.add(set_of(*lines.get_unchecked(i + AHEAD)));
-                hetsched_core::prefetch::prefetch(&*set);
-                if depth > 16 {
-                    hetsched_core::prefetch::prefetch(&*set.add(16));
-                }
+                prefetch(i + AHEAD);
             }
             let (set, id) = (
                 sets.add(set_of(*lines.get_unchecked(i))),
