@@ -14,7 +14,7 @@
 //! changes. A sampled engine does not see every line; for it the model numbers the lines itself
 //! ([`SetIndexed::with_clock`]).
 //!
-//! One pass serves every set count (14 for 64-byte lines). References are held back in batches
+//! One model serves every set count (14 for 64-byte lines). References are held back in batches
 //! of [`BATCH`] and taken one set count at a time, most sets first, each set count's references
 //! in the order they came (as one reference at a time through every set count would take them):
 //! a reference looks for its line among its set's `D` numbers and moves the numbers before it
@@ -687,8 +687,8 @@ mod tests {
     }
 
     /// Depths that do not grow with fewer sets (1,024 sets of 4 ways, 256 of 16, 64 of 8, 16 of
-    /// 32): a line missing at 16 ways is not known to miss at 8 or 4 sets of more ways, nor a line
-    /// missing at 4 ways at 256 sets of 16.
+    /// 32): a line missing at 256 sets of 16 ways is known to miss at 64 sets of 8 but not at 16
+    /// sets of 32, and a line missing at 1,024 sets of 4 is not known to miss at 256 sets of 16.
     #[test]
     fn a_miss_is_known_only_at_no_more_depth() {
         let lines = mixed_lines(30_000, 13);

@@ -4,7 +4,8 @@
 
 use super::Level;
 
-/// Sets of a prefetched level are brought into cache this many references ahead of their search.
+/// Sets of a prefetched level are brought into cache this many references ahead of their search
+/// or insert.
 const AHEAD: usize = 16;
 
 /// The batch's references: their lines and numbers, and for each the largest depth of a level
@@ -174,6 +175,7 @@ unsafe fn set_scalar(set: *mut u32, depth: usize, id: u32) -> Option<usize> {
 /// place up to it takes its predecessor (a lane rotation, the last lane carried into the next
 /// vector) where a lane compare says so, the line first. A set whose first place holds the line
 /// is left as it is; any other is read and written whole, wherever the line was: no branch on it.
+/// An insert of a line known to miss is the rotation and blend alone.
 #[cfg(target_arch = "x86_64")]
 pub(super) mod vector {
     use super::{pass_as_asked, Batch, Level, Store};
@@ -322,7 +324,8 @@ pub(super) mod vector {
 /// The search and shift of a set in AVX-512: the place of the line from a compare into a mask
 /// register; each 16 places shift by one lane alignment with the vector before them (the line
 /// before the first), and a masked store writes back only the places up to the line's (all of
-/// them when it was not there). Two compares, two alignments and two stores for a set of 32.
+/// them when it was not there). Two compares, two alignments and two stores for a set of 32; an
+/// insert of a line known to miss, the two alignments and two full stores.
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx512 {
     use super::{pass_as_asked, Batch, Level, Store};
