@@ -137,7 +137,6 @@ fn feed_exact(
     for (i, (&addr, &size)) in addrs.iter().zip(sizes).enumerate() {
         if let Some(&ahead) = addrs.get(i + LOOKAHEAD) {
             e.prefetch(ahead >> shift);
-            set.prefetch(ahead >> shift);
         }
         let (first, last) = lines(addr, size, shift);
         line_refs += last - first + 1;
@@ -306,7 +305,6 @@ impl Profiler {
                 let set = &mut self.sets;
                 for line in first..=last {
                     e.prefetch(line);
-                    set.prefetch(line);
                     if self.ahead_len == LOOKAHEAD {
                         let old = self.ahead[self.ahead_start];
                         exact_ref(e, set, old, hist);

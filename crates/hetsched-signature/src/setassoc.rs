@@ -75,7 +75,7 @@ struct Level {
     /// (`EMPTY` where a set is not full); a whole number of blocks.
     start: usize,
     /// Where its `depth + 1` counts start in [`Counts::places`]: references found at each place,
-    /// then those not found.
+    /// then a slot that takes searches that found nothing (never read).
     places: usize,
     /// Whether its sets are prefetched ahead of their search (too large for the second-level
     /// cache).
@@ -144,7 +144,8 @@ struct Counts {
     refs: u64,
     /// Of those, repeats of the line referenced just before.
     repeats: u64,
-    /// References by place at each level (at [`Level::places`]), then those not found.
+    /// References by place at each level (at [`Level::places`]), then each level's slot for
+    /// searches that found nothing.
     places: Vec<u64>,
 }
 

@@ -29,8 +29,9 @@ pub(super) struct Store {
 /// sets, so a line has at least as many others before it in its set here): its line goes first,
 /// every other place one down, with `insert_first`, no search (unless `ALL`, a check that this
 /// changes nothing). Any other is searched and shifted with `search_and_shift` (the place where
-/// it found the line, if it did); its place is counted in the place's slot or, not found, the
-/// level's last slot, and the depth noted. `depth` is the level's, a constant where the form is
+/// it found the line, if it did); its place is counted in the place's slot or, not found, in the
+/// level's last slot (so that counting does not branch; that slot is not read: a miss is a
+/// reference counted at no place), and the depth noted. `depth` is the level's, a constant where the form is
 /// written for one; with `PREFETCH`, each set is prefetched [`AHEAD`] references before.
 ///
 /// # Safety
@@ -70,7 +71,6 @@ unsafe fn pass<const ALL: bool, const PREFETCH: bool>(
         // The first references' sets at once, the rest each `AHEAD` references before its search.
         (0..AHEAD.min(n)).for_each(prefetch);
     }
-    let mut known = 0;
     for i in 0..n {
         unsafe {
             if PREFETCH && i + AHEAD < n {
@@ -83,7 +83,6 @@ unsafe fn pass<const ALL: bool, const PREFETCH: bool>(
             let missed = missed.get_unchecked_mut(i);
             if !ALL && *missed as usize >= depth {
                 insert_first(set, id);
-                known += 1;
             } else {
                 let place = search_and_shift(set, id).unwrap_or(depth);
                 *counts.add(place) += 1;
@@ -93,8 +92,6 @@ unsafe fn pass<const ALL: bool, const PREFETCH: bool>(
             }
         }
     }
-    // SAFETY: as above.
-    unsafe { *counts.add(depth) += known };
 }
 
 /// [`pass`] with or without prefetching, as the level asks.
