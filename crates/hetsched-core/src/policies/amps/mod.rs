@@ -362,34 +362,27 @@ struct Orders {
     /// The keys of the orders' buckets.
     keys: Keys,
     all: CoreOrder,
-    /// The cores not yet found unable to shed a thread in this balance (`Scratch::failed`).
-    sources: CoreOrder,
     /// Per LLC and per node.
     llc: Vec<CoreOrder>,
     node: Vec<CoreOrder>,
     after: BTreeMap<u64, u32>,
     /// The run-queue length each core is filed under.
     filed: Vec<u32>,
-    /// The cores taken out of `sources` in this balance, put back at the next.
-    failed: Vec<u32>,
+    /// Per LLC, then per node: the least load a core there would have after a move, for one
+    /// pass of a periodic balance (NaN until asked for).
+    near_least: Vec<f64>,
 }
 
 impl Orders {
     /// Every core filed under its run-queue length now: on the machine the orders were made for,
-    /// the failed sources of the last balance put back and the cores whose length changed since
-    /// refiled (the keys no core has any more forgotten); on another, new orders.
+    /// the cores whose length changed since refiled (the keys no core has any more forgotten); on
+    /// another, new orders.
     fn refill(&mut self, machine: &Machine, sc: &Scratch) {
         let n = machine.power.len();
         if self.kept && self.cores == n {
-            for c in std::mem::take(&mut self.failed) {
-                let b = self
-                    .keys
-                    .id(core_key(&self.filed, &machine.power, c as usize));
-                self.sources.insert(&self.keys, b, c);
-            }
             for c in 0..n {
                 if self.filed[c] != sc.runnable[c] {
-                    self.take(machine, sc, c);
+                    self.take(machine, c);
                     self.put(machine, sc, c);
                 }
             }
@@ -407,12 +400,11 @@ impl Orders {
             cores: n,
             keys: Keys::default(),
             all: whole(),
-            sources: whole(),
             llc: machine.llc_cores.iter().map(of).collect(),
             node: machine.node_cores.iter().map(of).collect(),
             after: BTreeMap::new(),
             filed: vec![0; n],
-            failed: Vec::new(),
+            near_least: Vec::new(),
         };
         for c in 0..n {
             self.put(machine, sc, c);
@@ -428,21 +420,18 @@ impl Orders {
     }
 
     /// Put core `c` into (`into` true) or take it out of (`into` false) bucket `b` of every order
-    /// it belongs to: the whole machine's, the sources' unless it failed in this balance, its
-    /// LLC's and its node's.
-    fn file(&mut self, machine: &Machine, failed: bool, c: usize, b: BucketId, into: bool) {
+    /// it belongs to: the whole machine's, its LLC's and its node's.
+    fn file(&mut self, machine: &Machine, c: usize, b: BucketId, into: bool) {
         let Orders {
             keys,
             all,
-            sources,
             llc,
             node,
             ..
         } = self;
         let llc = machine.llc[c].and_then(|l| llc.get_mut(l.index()));
         let node = node.get_mut(machine.node[c].index());
-        let source = (!failed).then_some(sources);
-        for set in std::iter::once(all).chain(source).chain(llc).chain(node) {
+        for set in std::iter::once(all).chain(llc).chain(node) {
             if into {
                 set.insert(keys, b, c as u32);
             } else {
@@ -451,25 +440,13 @@ impl Orders {
         }
     }
 
-    /// Core `c` cannot shed a thread for the rest of this balance.
-    fn fail(&mut self, machine: &Machine, sc: &mut Scratch, c: usize) {
-        if !sc.failed[c] {
-            sc.failed[c] = true;
-            if self.kept {
-                let b = self.keys.id(core_key(&self.filed, &machine.power, c));
-                self.sources.remove(&self.keys, b, c as u32);
-                self.failed.push(c as u32);
-            }
-        }
-    }
-
     /// Take core `c`'s keys out, before its run-queue length changes.
-    fn take(&mut self, machine: &Machine, sc: &Scratch, c: usize) {
+    fn take(&mut self, machine: &Machine, c: usize) {
         if !self.kept {
             return;
         }
         let b = self.keys.id(core_key(&self.filed, &machine.power, c));
-        self.file(machine, sc.failed[c], c, b, false);
+        self.file(machine, c, b, false);
         let a = after_key(&self.filed, &machine.power, c);
         if let Some(count) = self.after.get_mut(&a) {
             *count -= 1;
@@ -486,7 +463,7 @@ impl Orders {
         }
         self.filed[c] = sc.runnable[c];
         let b = self.keys.id(sc.key(&machine.power, c));
-        self.file(machine, sc.failed[c], c, b, true);
+        self.file(machine, c, b, true);
         *self
             .after
             .entry(after_key(&sc.runnable, &machine.power, c))
@@ -612,8 +589,12 @@ impl Amps {
         let max_moves = view.threads.len() + n;
         let mut moves = 0;
         let mut candidates: Vec<(u8, CoreKey)> = Vec::new();
-        // Sources a pass found unable to shed.
-        let mut failed: Vec<usize> = Vec::new();
+        // Where the periodic balance's next pass starts: below the source of the last move.
+        // Every source above it was found unable to shed, and stays so for the rest of the
+        // balance (its load is as it was, every destination's only grew); the last source and
+        // its destination are filed below it after the move (the source lost a thread, the
+        // destination's load stays below the source's before the move).
+        let mut below: Option<CoreKey> = None;
         // Idle cores first (rule 6): each pulls a waiting thread, or a running one it would run
         // faster; on a new-idle call only the core that went idle.
         let mut idle: Vec<usize> = Vec::new();
@@ -692,13 +673,42 @@ impl Amps {
             // nearest core the move improves, the least loaded (then faster) among equally near.
             // No source at or below the least load any core would have after a move can shed.
             let min_after = order.min_after();
+            // The least load a core in another node must be below for a pull across nodes:
+            // its load after the move, and its load now by the node domain's threshold.
+            let across = order.all.least(&order.keys, |load_d, after| {
+                after.max(load_d * NODE_IMBALANCE)
+            });
+            // The least load after a move in each LLC and node, worked out when first asked for in
+            // this pass.
+            let near_least = &mut order.near_least;
+            near_least.clear();
+            near_least.resize(order.llc.len() + order.node.len(), f64::NAN);
+            let mut least_in = |i: usize, members: &CoreOrder, keys: &Keys| {
+                if near_least[i].is_nan() {
+                    near_least[i] = members.least(keys, |_, after| after);
+                }
+                near_least[i]
+            };
             let mut decision = None;
-            failed.clear();
-            for (lk, _, sk) in order.sources.iter_rev(&order.keys) {
+            for (lk, pk, sk) in order.all.iter_rev_below(&order.keys, below) {
                 let s = sk as usize;
                 let load = f64::from_bits(lk);
                 if !improves(min_after, load) {
                     break;
+                }
+                // A source that no core of its LLC or node would relieve, nor any across nodes,
+                // sheds nothing: found so without a search of its destinations. On a large
+                // machine most sources above the least load anywhere are such.
+                let near = machine.llc[s]
+                    .map_or(f64::MAX, |l| {
+                        least_in(l.index(), &order.llc[l.index()], &order.keys)
+                    })
+                    .min({
+                        let k = machine.node[s].index();
+                        least_in(order.llc.len() + k, &order.node[k], &order.keys)
+                    });
+                if !improves(near.min(across), load) {
+                    continue;
                 }
                 // The load test goes by bucket of destinations (one load and power: all its
                 // cores have the same load after the move), the other tests core by core in
@@ -758,20 +768,15 @@ impl Amps {
                     .and_then(|l| nearby(&order.llc[l.index()], 0))
                     .or_else(|| nearby(&order.node[machine.node[s].index()], 1))
                     .or_else(|| nearby(&order.all, ACROSS_NODES));
-                match found {
-                    Some((dst, m)) => {
-                        decision = Some((s, dst, m));
-                        break;
-                    }
-                    None => failed.push(s),
+                if let Some((dst, m)) = found {
+                    decision = Some((s, dst, m, (lk, pk, sk)));
+                    break;
                 }
             }
-            for &s in &failed {
-                order.fail(machine, sc, s);
-            }
-            let Some((s, dst, (t, was_running))) = decision else {
+            let Some((s, dst, (t, was_running), key)) = decision else {
                 break;
             };
+            below = Some(key);
             sc.apply_keyed(view, &mut order, machine, t, was_running, s, dst.index());
             out.push(Placement::pin(t, dst));
             moves += 1;

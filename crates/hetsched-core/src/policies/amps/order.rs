@@ -195,6 +195,14 @@ impl CoreOrder {
         })
     }
 
+    /// The least of `bound` over this order's buckets (given a bucket's load, and the load its
+    /// cores would have with one more thread), or `f64::MAX` when it holds no core.
+    pub(super) fn least(&self, keys: &Keys, bound: impl Fn(f64, f64) -> f64) -> f64 {
+        self.buckets(keys)
+            .map(|((load, _), after, _)| bound(f64::from_bits(load), after))
+            .fold(f64::MAX, f64::min)
+    }
+
     /// The first of `core`'s answers over the cores in ascending key order, reading only the
     /// buckets `bucket` (given a bucket's load, and the load its cores would have with one more
     /// thread) says to.
@@ -219,12 +227,28 @@ impl CoreOrder {
     }
 
     /// The keys in descending order.
+    #[cfg(test)]
     pub(super) fn iter_rev<'a>(&'a self, keys: &'a Keys) -> impl Iterator<Item = CoreKey> + 'a {
+        self.iter_rev_below(keys, None)
+    }
+
+    /// The keys below `below` (all of them for `None`) in descending order.
+    pub(super) fn iter_rev_below<'a>(
+        &'a self,
+        keys: &'a Keys,
+        below: Option<CoreKey>,
+    ) -> impl Iterator<Item = CoreKey> + 'a {
         let first = 64 * self.base as u32;
+        let bucket_below = below.map(|(load, power, _)| (load, power));
         self.buckets(keys)
             .rev()
-            .flat_map(move |((load, power), _, b)| {
-                ids_descending(&b.words).map(move |id| (load, power, first + id))
+            .skip_while(move |(key, _, _)| bucket_below.is_some_and(|b| *key > b))
+            .flat_map(move |(key, _, b)| {
+                // In the bucket of `below` itself, the ids below its id; in the others, all.
+                let limit = below
+                    .filter(|&(load, power, _)| (load, power) == key)
+                    .map_or(u32::MAX, |(_, _, id)| id.saturating_sub(first));
+                ids_descending_below(&b.words, limit).map(move |id| (key.0, key.1, first + id))
             })
     }
 }
@@ -243,18 +267,28 @@ fn ids_ascending(words: &[u64]) -> impl Iterator<Item = u32> + '_ {
     })
 }
 
-/// The set bits of `words`, highest first.
-fn ids_descending(words: &[u64]) -> impl Iterator<Item = u32> + '_ {
-    words.iter().enumerate().rev().flat_map(|(w, &word)| {
-        let mut m = word;
-        std::iter::from_fn(move || {
-            (m != 0).then(|| {
-                let b = 63 - m.leading_zeros();
-                m &= !(1u64 << b);
-                w as u32 * 64 + b
+/// The set bits of `words` below bit `limit`, highest first.
+fn ids_descending_below(words: &[u64], limit: u32) -> impl Iterator<Item = u32> + '_ {
+    let limit = limit as usize;
+    let end = words.len().min(limit / 64 + 1);
+    words[..end]
+        .iter()
+        .enumerate()
+        .rev()
+        .flat_map(move |(w, &word)| {
+            let mut m = if w == limit / 64 {
+                word & ((1u64 << (limit % 64)) - 1)
+            } else {
+                word
+            };
+            std::iter::from_fn(move || {
+                (m != 0).then(|| {
+                    let b = 63 - m.leading_zeros();
+                    m &= !(1u64 << b);
+                    w as u32 * 64 + b
+                })
             })
         })
-    })
 }
 
 #[cfg(test)]
@@ -306,5 +340,54 @@ mod tests {
         assert!(order.iter(&ids).eq(set.iter().copied()));
         assert!(order.iter_rev(&ids).eq(set.iter().rev().copied()));
         assert_eq!(order.iter(&ids).count(), cores);
+    }
+
+    /// An order of the cores 70-199 (ids that start past a bitset word): read downward from any
+    /// key, held or not, it gives the keys below it as a sorted set does; its least bound is
+    /// the least over its keys.
+    #[test]
+    fn reads_down_from_any_key() {
+        let (lo, hi) = (70u32, 199u32);
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let powers = [1.0f64, 2.55, 3.4];
+        let key_of = |runnable: u64, class: usize, id: u32| -> CoreKey {
+            let power = powers[class];
+            (
+                (runnable as f64 / power).to_bits(),
+                Reverse(power.to_bits()),
+                id,
+            )
+        };
+        let mut ids = Keys::default();
+        let mut order = CoreOrder::new(lo, hi);
+        let mut set = BTreeSet::new();
+        for id in lo..=hi {
+            let k = key_of(next() % 6, id as usize % 3, id);
+            let b = ids.id(k);
+            order.insert(&ids, b, id);
+            set.insert(k);
+        }
+        assert!(order
+            .iter_rev_below(&ids, None)
+            .eq(set.iter().rev().copied()));
+        for _ in 0..500 {
+            let id = lo + (next() % u64::from(hi - lo + 3)) as u32;
+            let below = key_of(next() % 7, (next() % 3) as usize, id);
+            let want: Vec<CoreKey> = set.range(..below).rev().copied().collect();
+            let got: Vec<CoreKey> = order.iter_rev_below(&ids, Some(below)).collect();
+            assert_eq!(got, want, "below {below:?}");
+        }
+        let after = |load: f64| load * 1.5 + 0.25;
+        let least = set
+            .iter()
+            .map(|k| after(f64::from_bits(k.0)))
+            .fold(f64::MAX, f64::min);
+        assert_eq!(order.least(&ids, |load, _| after(load)), least);
     }
 }

@@ -51,7 +51,6 @@ pub(super) struct Scratch {
     /// Per core: `queued` holds its threads.
     listed: RefCell<Vec<bool>>,
     pub(super) running: Vec<Option<ThreadId>>,
-    pub(super) failed: Vec<bool>,
 }
 
 impl Scratch {
@@ -62,8 +61,6 @@ impl Scratch {
         self.runnable.clear();
         self.runnable.extend(view.cores.iter().map(|c| c.runnable));
         self.running.clear();
-        self.failed.clear();
-        self.failed.resize(n, false);
         let queued = self.queued.get_mut();
         queued.resize_with(n, Vec::new);
         let listed = self.listed.get_mut();
@@ -280,7 +277,7 @@ impl Scratch {
         d: usize,
     ) {
         for c in [s, d] {
-            order.take(machine, self, c);
+            order.take(machine, c);
         }
         self.apply(view, t, was_running, s, d);
         for c in [s, d] {
