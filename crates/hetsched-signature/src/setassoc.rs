@@ -21,7 +21,8 @@
 //! one place down, its own first. A line not found at `S × 2^k` sets is not found at `S` sets with
 //! no more depth: its set at `S` holds every line of its set at `S × 2^k` (lines equal modulo
 //! `S × 2^k` are equal modulo `S`), so at least as many distinct lines came before it there. At
-//! those set counts the line goes first without a search, and counts as a miss. On the grid's
+//! those set counts the line goes first without a search, and counts as a miss; so does a line
+//! referenced for the first time, at every set count (it is in no set). On the grid's
 //! eleven set counts of 32 ways, most references to lines outside the smaller caches are found
 //! missing once, at the finest set count they miss at, and inserted from there on. Each set
 //! count's pass is one loop of one depth and one form: on CPUs with AVX-512 a search and shift of
@@ -173,14 +174,16 @@ impl LineNumbers {
         }
     }
 
-    /// The line's number, or `None` for a repeat of the line referenced just before.
+    /// The line's number and whether it is new (referenced for the first time), or `None` for a
+    /// repeat of the line referenced just before.
     #[inline(always)]
-    fn number(&mut self, line: u64) -> Option<u32> {
+    fn number(&mut self, line: u64) -> Option<(u32, bool)> {
         if line == self.last {
             return None;
         }
         self.last = line;
-        Some(self.ids.insert_numbered(line, 0).1)
+        let (before, id) = self.ids.insert_numbered(line, 0);
+        Some((id, before.is_none()))
     }
 }
 
@@ -392,7 +395,7 @@ impl SetIndexed {
             // The line referenced last again: first in every set, nothing moves.
             self.counts.repeats += 1;
         } else {
-            self.hold::<false>(line, reuse.id);
+            self.hold::<false>(line, reuse.id, reuse.distance.is_none());
         }
     }
 
@@ -411,14 +414,15 @@ impl SetIndexed {
         self.counts.refs += 1;
         match id {
             None => self.counts.repeats += 1,
-            Some(id) => self.hold::<false>(line, id),
+            Some((id, new)) => self.hold::<false>(line, id, new),
         }
     }
 
     /// Hold back line `id` (at address line `line`) for the sets; take the batch when full
-    /// ([`Self::flush`]).
+    /// ([`Self::flush`]). A line referenced for the first time (`new`) is in no set: it is known
+    /// to miss at every level.
     #[inline(always)]
-    fn hold<const ALL: bool>(&mut self, line: u64, id: u32) {
+    fn hold<const ALL: bool>(&mut self, line: u64, id: u32, new: bool) {
         debug_assert!(id != EMPTY);
         let h = &mut self.held;
         if h.len >= h.lines.len().min(h.ids.len()).min(h.missed.len()) {
@@ -427,7 +431,7 @@ impl SetIndexed {
         let h = &mut self.held;
         h.lines[h.len] = line;
         h.ids[h.len] = id;
-        h.missed[h.len] = 0;
+        h.missed[h.len] = if new { u32::MAX } else { 0 };
         h.len += 1;
     }
 
@@ -605,13 +609,13 @@ mod tests {
             let id = match e.as_deref_mut() {
                 Some(e) => {
                     let reuse = e.access_numbered(line);
-                    (reuse.distance != Some(0)).then_some(reuse.id)
+                    (reuse.distance != Some(0)).then_some((reuse.id, reuse.distance.is_none()))
                 }
                 None => model.numbers.as_mut().unwrap().number(line),
             };
             model.counts.refs += 1;
             match id {
-                Some(id) => model.hold::<true>(line, id),
+                Some((id, new)) => model.hold::<true>(line, id, new),
                 None => model.counts.repeats += 1,
             }
         }

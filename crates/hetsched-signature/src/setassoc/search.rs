@@ -9,7 +9,8 @@ use super::Level;
 const AHEAD: usize = 16;
 
 /// The batch's references: their lines and numbers, and for each the largest depth of a level
-/// where its line was not found (0: none yet).
+/// where its line was not found (0: none yet; `u32::MAX` for a line referenced for the first
+/// time, in no set at all).
 pub(super) struct Batch<'a> {
     pub(super) lines: &'a [u64],
     pub(super) ids: &'a [u32],
