@@ -554,8 +554,9 @@ impl Amps {
         }
     }
 
-    /// Move threads to less loaded cores until no move improves (rule 4 of the module doc). With
-    /// `only`, just that core pulls (new-idle balance).
+    /// Move threads to less loaded cores until no source that has not failed in this balance can
+    /// shed a thread (rule 4 of the module doc). With `only`, just that core pulls (new-idle
+    /// balance).
     fn balance(&mut self, view: &View<'_>, only: Option<CoreId>, out: &mut Vec<Placement>) {
         self.ensure_machine(view.topology);
         let Some(machine) = self.machine.as_ref() else {
@@ -589,11 +590,11 @@ impl Amps {
         let max_moves = view.threads.len() + n;
         let mut moves = 0;
         let mut candidates: Vec<(u8, CoreKey)> = Vec::new();
-        // Where the periodic balance's next pass starts: below the source of the last move.
-        // Every source above it was found unable to shed, and stays so for the rest of the
-        // balance (its load is as it was, every destination's only grew); the last source and
-        // its destination are filed below it after the move (the source lost a thread, the
-        // destination's load stays below the source's before the move).
+        // Where the periodic balance's next pass starts: below the source of the last move. A
+        // source found unable to shed is not tried again in this balance, and every source above
+        // the last move's was found so; the last source and its destination are filed below it
+        // after the move (the source lost a thread, the destination's load stays below the
+        // source's before the move), and no other core's key changed.
         let mut below: Option<CoreKey> = None;
         // Idle cores first (rule 6): each pulls a waiting thread, or a running one it would run
         // faster; on a new-idle call only the core that went idle.

@@ -930,10 +930,10 @@ fn members_count_each_process_s_live_threads() {
 }
 
 proptest::proptest! {
-    /// Orders kept from one periodic balance to the next (the failed sources put back, the cores
-    /// whose run queues changed refiled, keys no core has any more forgotten and their ids given
-    /// to new ones) place exactly as orders made afresh for every balance, over rounds in which
-    /// threads block, wake on other cores and start.
+    /// Orders kept from one periodic balance to the next (the cores whose run queues changed
+    /// refiled, keys no core has any more forgotten and their ids given to new ones) place
+    /// exactly as orders made afresh for every balance, over rounds in which threads block, wake
+    /// on other cores and start.
     #[test]
     fn kept_orders_place_as_orders_made_afresh(
         numa in proptest::bool::ANY,
