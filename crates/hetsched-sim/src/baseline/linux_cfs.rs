@@ -36,6 +36,8 @@ pub struct LinuxCfs {
     balance: balance::Scratch,
     /// One per core: the balance weighs every core alike.
     equal_capacity: Vec<f64>,
+    /// The least-loaded cores of one placement, in the allowed set's order.
+    least: Vec<CoreId>,
 }
 
 impl LinuxCfs {
@@ -45,6 +47,7 @@ impl LinuxCfs {
             rng: SeededRng::new(seed),
             balance: balance::Scratch::default(),
             equal_capacity: Vec::new(),
+            least: Vec::new(),
         }
     }
 
@@ -97,23 +100,24 @@ impl LinuxCfs {
 
     /// A uniformly chosen least-loaded core of the thread's allowed set (seeded).
     pub(super) fn random_least_loaded(&mut self, rq: &RunQueueView<'_>, t: ThreadId) -> CoreId {
-        let allowed = rq.allowed(t);
-        // The least load and how many cores have it, in one pass.
-        let (mut min, mut n) = (u32::MAX, 0);
-        for c in allowed.iter() {
+        // The cores of the least load so far, in one pass (a second pass over the allowed cores
+        // to find the chosen one was a third of this function's instructions when 16,384 threads
+        // start on 1,024 cores).
+        let least = &mut self.least;
+        least.clear();
+        let mut min = u32::MAX;
+        for c in rq.allowed(t).iter() {
             let r = rq.runnable(c);
             if r < min {
-                (min, n) = (r, 1);
-            } else if r == min {
-                n += 1;
+                min = r;
+                least.clear();
+            }
+            if r == min {
+                least.push(c);
             }
         }
-        let k = self.rng.below(n.max(1));
-        allowed
-            .iter()
-            .filter(|&c| rq.runnable(c) == min)
-            .nth(k)
-            .unwrap_or(CoreId(0))
+        let k = self.rng.below(least.len().max(1));
+        least.get(k).copied().unwrap_or(CoreId(0))
     }
 }
 
