@@ -347,9 +347,9 @@ impl Members {
 
 /// The cores ordered for a periodic balance, kept up to date move by move and from one balance
 /// to the next: by key ([`CoreKey`]) all of them, and those of each LLC and of each node, so that
-/// the nearest destinations are read in order instead of sorted for every source; and the scaled
-/// loads the cores would have with one more thread (how many cores would have each), whose least
-/// bounds which sources can shed. Between two balances of a large machine only a few dozen
+/// the nearest destinations are read in order instead of sorted for every source; each bucket
+/// carries the scaled load its cores would have with one more thread, whose least bounds which
+/// sources can shed. Between two balances of a large machine only a few dozen
 /// run-queue lengths change, so a balance refiles those cores rather than all of them. A new-idle
 /// balance keeps none (`Default`).
 #[derive(Clone, Debug, Default)]
@@ -365,7 +365,6 @@ struct Orders {
     /// Per LLC and per node.
     llc: Vec<CoreOrder>,
     node: Vec<CoreOrder>,
-    after: BTreeMap<u64, u32>,
     /// The run-queue length each core is filed under.
     filed: Vec<u32>,
     /// Per LLC, then per node: the least load a core there would have after a move, for one
@@ -402,7 +401,6 @@ impl Orders {
             all: whole(),
             llc: machine.llc_cores.iter().map(of).collect(),
             node: machine.node_cores.iter().map(of).collect(),
-            after: BTreeMap::new(),
             filed: vec![0; n],
             near_least: Vec::new(),
         };
@@ -413,10 +411,7 @@ impl Orders {
 
     /// The least scaled load a core would have with one more thread.
     fn min_after(&self) -> f64 {
-        self.after
-            .keys()
-            .next()
-            .map_or(f64::MAX, |&a| f64::from_bits(a))
+        self.all.least(&self.keys, |_, after| after)
     }
 
     /// Put core `c` into (`into` true) or take it out of (`into` false) bucket `b` of every order
@@ -447,13 +442,6 @@ impl Orders {
         }
         let b = self.keys.id(core_key(&self.filed, &machine.power, c));
         self.file(machine, c, b, false);
-        let a = after_key(&self.filed, &machine.power, c);
-        if let Some(count) = self.after.get_mut(&a) {
-            *count -= 1;
-            if *count == 0 {
-                self.after.remove(&a);
-            }
-        }
     }
 
     /// Put core `c`'s keys back, after its run-queue length changed.
@@ -464,10 +452,6 @@ impl Orders {
         self.filed[c] = sc.runnable[c];
         let b = self.keys.id(sc.key(&machine.power, c));
         self.file(machine, c, b, true);
-        *self
-            .after
-            .entry(after_key(&sc.runnable, &machine.power, c))
-            .or_insert(0) += 1;
     }
 }
 
@@ -826,11 +810,6 @@ pub(super) fn core_key(runnable: &[u32], power: &[f64], c: usize) -> CoreKey {
         Reverse(power[c].to_bits()),
         c as u32,
     )
-}
-
-/// The scaled load core `c` would have with one more thread, as an order key.
-fn after_key(runnable: &[u32], power: &[f64], c: usize) -> u64 {
-    scaled_load(runnable[c] + 1, power[c]).to_bits()
 }
 
 /// A move to a core whose new scaled load is `after` improves a source of scaled load `load`
