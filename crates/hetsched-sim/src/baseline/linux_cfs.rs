@@ -36,8 +36,9 @@ pub struct LinuxCfs {
     balance: balance::Scratch,
     /// One per core: the balance weighs every core alike.
     equal_capacity: Vec<f64>,
-    /// The least-loaded cores of one placement, in the allowed set's order.
-    least: Vec<CoreId>,
+    /// The candidate cores of one placement (the free ones, or the least loaded), in the allowed
+    /// set's order, one of which the seeded generator picks.
+    candidates: Vec<CoreId>,
 }
 
 impl LinuxCfs {
@@ -47,7 +48,7 @@ impl LinuxCfs {
             rng: SeededRng::new(seed),
             balance: balance::Scratch::default(),
             equal_capacity: Vec::new(),
-            least: Vec::new(),
+            candidates: Vec::new(),
         }
     }
 
@@ -80,20 +81,21 @@ impl LinuxCfs {
             rq.runnable(c) == 0 && (!want_near || topo.core(c).llc == llc)
         };
         for want_near in [llc.is_some(), false] {
-            let free = || {
+            let free = &mut self.candidates;
+            free.clear();
+            free.extend(
                 rq.idle
                     .iter_intersection(rq.allowed(t))
-                    .filter(move |&c| ok(c, want_near))
-            };
-            let n = free().count();
-            if n == 0 {
+                    .filter(|&c| ok(c, want_near)),
+            );
+            if free.is_empty() {
                 if want_near {
                     continue;
                 }
                 return None;
             }
-            let k = self.rng.below(n);
-            return free().nth(k);
+            let k = self.rng.below(free.len());
+            return Some(free[k]);
         }
         None
     }
@@ -103,7 +105,7 @@ impl LinuxCfs {
         // The cores of the least load so far, in one pass (a second pass over the allowed cores
         // to find the chosen one was a third of this function's instructions when 16,384 threads
         // start on 1,024 cores).
-        let least = &mut self.least;
+        let least = &mut self.candidates;
         least.clear();
         let mut min = u32::MAX;
         for c in rq.allowed(t).iter() {
