@@ -459,8 +459,16 @@ fn run_all(plan: &Plan) -> Vec<RunResult> {
                 .iter()
                 .map(|r| speedup(base, r, finite))
                 .collect();
-            // The first of equally good assignments.
-            let best = (0..scores.len()).fold(0, |b, j| if scores[j] > scores[b] { j } else { b });
+            // The first of equally good assignments (a NaN ranks below any number).
+            let best = (0..scores.len()).fold(0, |b, j| {
+                let better = scores[b].is_nan() && !scores[j].is_nan()
+                    || scores[j].total_cmp(&scores[b]).is_gt() && !scores[j].is_nan();
+                if better {
+                    j
+                } else {
+                    b
+                }
+            });
             out.push(found.runs[best].clone());
         }
     }
