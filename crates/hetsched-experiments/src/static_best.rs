@@ -73,10 +73,11 @@ const EXPONENT_STEPS: (i32, i32, i32) = (-20, 40, 20);
 /// While there are no more threads than cores there is one: in proportion to the cores (one a
 /// core, as in the paper's experiments). Beyond, how many threads each partition holds is part of
 /// a static assignment. The first share is in proportion to the computing capacity (cores ×
-/// relative speed). Then two lines of others, each nearest the first share first: weights
-/// `cores × speed^e` for `e` from -1 to 2 (`e` = 0 is by cores), and every count of threads on
-/// the fastest class's partitions from 0 to all of them, those in proportion to the partitions'
-/// cores and the rest in proportion to their capacity. No one share is right
+/// relative speed). Then the shares along two lines, ordered by how far their count of threads on
+/// the fastest class is from the first share's: weights `cores × speed^e` for `e` from -1 to 2
+/// (`e` = 0 is by cores), and every count of threads on the fastest class's partitions from 0 to
+/// all of them, those in proportion to the partitions' cores and the rest in proportion to their
+/// capacity. No one share is right
 /// for every workload: by capacity suits CPU-bound jobs, a memory-bound job gains less than the
 /// clock ratio on a faster core, and a slower core with a larger cache can be the better one (a
 /// parallel build of 4 jobs a core on the Intel hybrid ran at 0.92x linux-6 bound by capacity,
@@ -105,28 +106,31 @@ pub fn partitions_and_quota_choices(topo: &Topology, threads: u32) -> (Partition
         // One speed: the capacity share is the share by cores, and the only one.
         return (parts, choices);
     }
-    // Along one line, weights `cores × speed^e`: by capacity at 1, by cores at 0; the nearest
-    // exponents first.
+    let on_fast = |q: &[u32]| -> u32 { (0..n).filter(|&p| fast[p]).map(|p| q[p]).sum() };
+    let at = on_fast(&first);
+    // Each candidate with its order: how far its count of threads on the fastest class is from
+    // the first share's, then its line, then its place on the line.
+    let mut candidates: Vec<((u32, u8, u32), Vec<u32>)> = Vec::new();
+    // One line, weights `cores × speed^e` (by capacity at 1, by cores at 0), nearest `e` first.
     let mut exponents: Vec<i32> = (EXPONENT_STEPS.0..=EXPONENT_STEPS.1)
         .filter(|&i| i != EXPONENT_STEPS.2)
         .collect();
     exponents.sort_by_key(|&i| ((i - EXPONENT_STEPS.2).abs(), i));
-    for i in exponents {
+    for (rank, i) in exponents.into_iter().enumerate() {
         let e = f64::from(i) / f64::from(EXPONENT_STEPS.2);
         let q = shares(threads, n, |p| size(p) * speed(p).powf(e));
-        if !choices.contains(&q) {
-            choices.push(q);
-        }
+        candidates.push(((on_fast(&q).abs_diff(at), 0, rank as u32), q));
     }
-    // Along another, every count of threads on the fastest class, the nearest first.
-    let on_fast = |q: &[u32]| -> u32 { (0..n).filter(|&p| fast[p]).map(|p| q[p]).sum() };
-    let at = on_fast(&first);
-    let mut counts: Vec<u32> = (0..=threads).filter(|&k| k != at).collect();
-    counts.sort_by_key(|&k| (k.abs_diff(at), k));
-    for k in counts {
+    // The other, every count of threads on the fastest class: those in proportion to its
+    // partitions' cores, the rest in proportion to the others' capacity.
+    for k in 0..=threads {
         let among_fast = shares(k, n, |p| if fast[p] { size(p) } else { 0.0 });
         let among_rest = shares(threads - k, n, |p| if fast[p] { 0.0 } else { capacity(p) });
         let q: Vec<u32> = (0..n).map(|p| among_fast[p] + among_rest[p]).collect();
+        candidates.push(((k.abs_diff(at), 1, k), q));
+    }
+    candidates.sort_by_key(|c| c.0);
+    for (_, q) in candidates {
         if !choices.contains(&q) {
             choices.push(q);
         }
@@ -177,10 +181,11 @@ pub fn assignments(
     let (parts, choices) = partitions_and_quota_choices(topo, copies.iter().sum());
     // Partitions are filled exactly: a split counts only when no partition has room left. The
     // first share's splits are all kept, or the instance is refused: past the limit they are only
-    // counted (up to [`STATIC_BEST_MAX_COUNTED`]), for the error. Each further share's splits are
-    // kept only if they all fit in what the limit leaves, so the search widens as far as the
-    // limit allows and never refuses an instance the first share alone fits. Splits of different
-    // shares differ in some partition's total, so none is kept twice.
+    // counted (up to [`STATIC_BEST_MAX_COUNTED`]), for the error. The further shares follow in
+    // their order while all of a share's splits fit in what the limit leaves: the search widens
+    // around the first share until the next share would not fit, and never refuses an instance
+    // the first share alone fits. Splits of different shares differ in some partition's total,
+    // so none is kept twice.
     let mut out = Vec::new();
     let (first, rest) = choices.split_first().expect("at least one share");
     let mut count: usize = 0;
@@ -210,9 +215,10 @@ pub fn assignments(
             more.push(Assignment { copies: m.to_vec() });
             more.len() <= room_left
         });
-        if fits {
-            out.extend(more);
+        if !fits {
+            break;
         }
+        out.extend(more);
     }
     if count > limit {
         return Err(StaticError::TooMany {
