@@ -454,22 +454,11 @@ fn run_all(plan: &Plan) -> Vec<RunResult> {
             let found = run_assignments(&plan.topology, &plan.workload, list, &cfg, &tick);
             let base = &out[i];
             debug_assert_eq!(base.policy, LINUX_DEFAULT);
-            let scores: Vec<f64> = found
-                .runs
-                .iter()
-                .map(|r| speedup(base, r, finite))
-                .collect();
-            // The first of equally good assignments (a NaN ranks below any number).
-            let best = (0..scores.len()).fold(0, |b, j| {
-                let better = scores[b].is_nan() && !scores[j].is_nan()
-                    || scores[j].total_cmp(&scores[b]).is_gt() && !scores[j].is_nan();
-                if better {
-                    j
-                } else {
-                    b
-                }
-            });
-            out.push(found.runs[best].clone());
+            let best = found
+                .best_against(base, finite)
+                .unwrap_or(&found.runs[0])
+                .clone();
+            out.push(best);
         }
     }
     bar.finish_and_clear();

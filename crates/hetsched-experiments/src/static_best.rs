@@ -29,11 +29,11 @@ use hetsched_core::policies::STATIC_BEST;
 use hetsched_core::rng::SeededRng;
 use hetsched_core::Topology;
 use hetsched_sim::batch::{run_jobs, Job};
-use hetsched_sim::metrics::{AppResult, RunResult};
+use hetsched_sim::metrics::{speedup, AppResult, RunResult};
 use hetsched_sim::splits::for_each_split;
 use hetsched_sim::workload::{AppSpec, Workload};
 use hetsched_sim::SimConfig;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use thiserror::Error;
 
 /// Most static assignments `static-best` simulates (each is a full run). Our limit: 256 runs of a
@@ -130,8 +130,10 @@ pub fn partitions_and_quota_choices(topo: &Topology, threads: u32) -> (Partition
         candidates.push(((k.abs_diff(at), 1, k), q));
     }
     candidates.sort_by_key(|c| c.0);
+    // A set of the shares kept: the lines give about as many candidates as threads.
+    let mut seen: HashSet<Vec<u32>> = choices.iter().cloned().collect();
     for (_, q) in candidates {
-        if !choices.contains(&q) {
+        if seen.insert(q.clone()) {
             choices.push(q);
         }
     }
@@ -246,6 +248,7 @@ pub fn sample_assignments(
     check_single_threaded(workload)?;
     let copies: Vec<u32> = workload.apps.iter().map(|a| a.copies).collect();
     let (parts, choices) = partitions_and_quota_choices(topo, copies.iter().sum());
+    let quotas = &choices[0];
     let slots: Vec<usize> = copies
         .iter()
         .enumerate()
@@ -261,7 +264,6 @@ pub fn sample_assignments(
         for i in (1..order.len()).rev() {
             order.swap(i, rng.below(i + 1));
         }
-        let quotas = &choices[0];
         let mut m = vec![vec![0; parts.len()]; copies.len()];
         let mut it = order.into_iter();
         for (p, &q) in quotas.iter().enumerate() {
@@ -372,6 +374,19 @@ pub struct StaticRuns {
     pub bound: Vec<(RunResult, Vec<usize>)>,
     /// Index of the best assignment.
     pub best: usize,
+}
+
+impl StaticRuns {
+    /// The run of best speedup over `base` (the first of equally good ones; a NaN speedup never
+    /// wins), or `None` when no speedup is a number.
+    pub fn best_against(&self, base: &RunResult, finite: bool) -> Option<&RunResult> {
+        self.runs
+            .iter()
+            .map(|r| (speedup(base, r, finite), r))
+            .filter(|(s, _)| !s.is_nan())
+            .reduce(|best, x| if x.0 > best.0 { x } else { best })
+            .map(|(_, r)| r)
+    }
 }
 
 /// Simulate every assignment of `list` with the baseline balancer inside the masks.
@@ -628,11 +643,7 @@ mod tests {
             let base = hetsched_sim::simulate(&topo, &w, Box::new(LinuxDefault), cfg.clone());
             let list = assignments(&topo, &w, STATIC_BEST_MAX_ASSIGNMENTS).unwrap();
             let runs = run_assignments(&topo, &w, list, &cfg, &|_, _, _| {});
-            let speedups: Vec<f64> = runs
-                .runs
-                .iter()
-                .map(|r| hetsched_sim::metrics::speedup(&base, r, true))
-                .collect();
+            let speedups: Vec<f64> = runs.runs.iter().map(|r| speedup(&base, r, true)).collect();
             let best = speedups.iter().cloned().fold(f64::MIN, f64::max);
             assert!(best >= at_least, "{name}: {speedups:?}");
             assert!(speedups[0] < 0.95, "{name}: by capacity {}", speedups[0]);

@@ -210,10 +210,8 @@ pub fn matrix(
                         let cfg = SimConfig { seed, ..cfg(&w) };
                         let st =
                             static_best::run_assignments(&topo, &w, list.clone(), &cfg, progress);
-                        st.runs
-                            .iter()
-                            .map(|r| speedup(b, r, finite))
-                            .fold(f64::NEG_INFINITY, f64::max)
+                        st.best_against(b, finite)
+                            .map_or(f64::NEG_INFINITY, |r| speedup(b, r, finite))
                     })
                     .collect();
                 (
