@@ -117,7 +117,9 @@ pub struct ThreadObs {
     pub allowed: CpuSet,
     /// The mask the user gave it; a placement never widens beyond it.
     pub user_allowed: CpuSet,
-    /// Resident bytes per NUMA node that this thread brought in (AMPS section 2.4.2).
+    /// Resident bytes per NUMA node that this thread brought in (AMPS section 2.4.2). Empty when
+    /// the backend counts none (the simulator running a workload that never allocates, the live
+    /// backend for an exited thread): read as zero bytes on every node.
     pub resident_bytes: Vec<u64>,
 }
 
@@ -157,7 +159,8 @@ impl Clone for ThreadObs {
 
 impl ThreadObs {
     /// A thread that has just appeared: blocked, on no core yet, allowed on `user_allowed`, with
-    /// zero counters, no resident pages on any of `nodes` nodes, no data fragment and no signature.
+    /// zero counters, no resident pages on any of `nodes` nodes (with 0, an empty
+    /// `resident_bytes`), no data fragment and no signature.
     pub fn new(id: ThreadId, app: AppId, user_allowed: CpuSet, nodes: usize) -> Self {
         ThreadObs {
             counters: Counters::default(),

@@ -33,7 +33,8 @@ impl<'a> Simulation<'a> {
             pages: VecDeque::new(),
             done: false,
         });
-        let nodes = self.topo.nodes().len();
+        // A thread's observation counts resident bytes per node only where the engine keeps them.
+        let nodes = self.node_bytes.nodes();
         for heat in &mut self.app_heat {
             heat.push(0.0);
         }
@@ -42,7 +43,7 @@ impl<'a> Simulation<'a> {
                 let id = self.threads.push(SimThread {
                     cur: self.phase_base[spec_idx][g],
                     app: app_idx,
-                    group: g,
+                    group: g as u32,
                     spec: spec_idx as u32,
                     phase: 0,
                     iter: 0,
@@ -53,13 +54,13 @@ impl<'a> Simulation<'a> {
                     last_core: None,
                     warm_llc: None,
                     warm_fill: 0.0,
-                    bytes_per_node: vec![0.0; nodes],
                     total_bytes: 0.0,
                     start_ns: self.now,
                     end_ns: None,
                     ideal_ns: 0.0,
                     exit_after_barrier: false,
                 });
+                self.node_bytes.push_thread();
                 let mut obs = ThreadObs::new(
                     id,
                     app_idx,
@@ -97,7 +98,7 @@ impl<'a> Simulation<'a> {
             self.free_memory(self.threads[t].app, phase.free_bytes as f64);
         }
         let spec_idx = self.threads[t].spec as usize;
-        let group_idx = self.threads[t].group;
+        let group_idx = self.threads[t].group as usize;
         let group = &self.workload.apps[spec_idx].threads[group_idx];
         let base = self.phase_base[spec_idx][group_idx];
         // Advance the phase pointer.
@@ -105,7 +106,7 @@ impl<'a> Simulation<'a> {
         let mut last = false;
         loop {
             th.phase += 1;
-            if th.phase == group.phases.len() {
+            if th.phase as usize == group.phases.len() {
                 th.phase = 0;
                 th.iter += 1;
                 if th.iter >= group.repeat {
@@ -114,11 +115,11 @@ impl<'a> Simulation<'a> {
                 }
             }
             // `once` phases run only in the first pass.
-            if th.iter == 0 || !group.phases[th.phase].once {
+            if th.iter == 0 || !group.phases[th.phase as usize].once {
                 break;
             }
         }
-        th.cur = base + th.phase as u32;
+        th.cur = base + th.phase;
         match (&phase.end, last) {
             (PhaseEnd::Barrier, _) => {
                 self.threads[t].exit_after_barrier = last;

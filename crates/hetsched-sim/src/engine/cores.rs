@@ -149,7 +149,7 @@ impl<'a> Simulation<'a> {
             penalty += perf::cold_refill_ns(missing, self.llcs[l].line, lat);
             self.note_fill(t, l, missing, false);
         }
-        if let Some(l2) = self.cores[c].l2 {
+        if let Some(l2) = self.l2_of(c) {
             let ws = self
                 .phase_info(t)
                 .ws_bytes
@@ -181,7 +181,7 @@ impl<'a> Simulation<'a> {
             if let Some(d) = self.cores[c].cur_df {
                 let a = self.threads[t].app;
                 let fill = self.llcs[l].fill;
-                if let Some(copy) = self.apps[a].dfs[d]
+                if let Some(copy) = self.apps[a].dfs[d as usize]
                     .copies
                     .iter_mut()
                     .find(|(ll, _)| *ll == l)
@@ -191,7 +191,7 @@ impl<'a> Simulation<'a> {
             }
         }
         self.cores[c].cur_ws = 0.0;
-        if let Some(l2) = self.cores[c].l2 {
+        if let Some(l2) = self.l2_of(c) {
             self.shared_l2s[l2].sum_ws -= self.cores[c].cur_l2_ws;
             self.cores[c].cur_l2_ws = 0.0;
         }
@@ -249,8 +249,10 @@ impl<'a> Simulation<'a> {
             core.cur_mpki,
             core.cpi_factor,
         );
-        let (ideal, refs_pki) = (core.cur_ideal, core.cur_refs_pki);
-        let phase = self.phase_of(t);
+        // The phase's own values: the thread's phase is the one priced at its dispatch or phase
+        // load, as the core's rate is.
+        let info = self.phase_info(t);
+        let (phase, ideal, refs_pki) = (info.phase, info.ideal_ns_per_instr, info.refs_pki);
         let th = &mut self.threads[t];
         let pen = dt.min(th.penalty_ns);
         th.penalty_ns -= pen;
@@ -271,7 +273,7 @@ impl<'a> Simulation<'a> {
         let traffic = &mut self.obs[t].llc_traffic;
         traffic.fills += instr * refs_pki / 1000.0;
         traffic.evictions += misses;
-        if self.cores[c].l2.is_some() {
+        if self.l2_of(c).is_some() {
             self.l2_misses[self.threads[t].cur as usize] +=
                 instr * self.cores[c].cur_l2_mpki / 1000.0;
         }
@@ -285,8 +287,8 @@ impl<'a> Simulation<'a> {
         }
         if phase.alloc_bytes > 0 {
             let b = instr / phase.instructions * phase.alloc_bytes as f64;
-            let node = self.cores[c].node;
-            self.threads[t].bytes_per_node[node] += b;
+            let node = self.cores[c].node as usize;
+            self.node_bytes.of_mut(t)[node] += b;
             self.threads[t].total_bytes += b;
             let a = self.threads[t].app;
             self.apps[a].bytes_per_node[node] += b;
@@ -302,7 +304,7 @@ impl<'a> Simulation<'a> {
             }
             self.memory_placed = true;
             self.cores[c].cur_lat = self.mem_latency(t, c);
-            self.obs[t].resident_bytes[node] = self.threads[t].bytes_per_node[node] as u64;
+            self.obs[t].resident_bytes[node] = self.node_bytes.of(t)[node] as u64;
             self.changes.note_resident(t);
         }
         // min_vruntime: the smallest of the running and queued threads, never decreasing.
@@ -336,17 +338,17 @@ impl<'a> Simulation<'a> {
             let phase_index = self.threads[t].cur;
             self.mpki_memo.mpki(phase_index, &curve, share)
         };
-        let core = &self.cores[c];
         let mut fpu_slow = 1.0;
         if phase.fp_fraction > 0.0 {
-            let mates_fp: f64 = core
-                .fpu_mates
+            let mates_fp: f64 = self
+                .fpu_mates(c)
                 .iter()
                 .filter_map(|m| self.cores[*m].current)
                 .map(|o| self.phase_of(o).fp_fraction)
                 .sum();
             fpu_slow = perf::fpu_slowdown(phase.fp_fraction, mates_fp.min(1.0));
         }
+        let core = &self.cores[c];
         let mut ns = perf::ns_per_instruction(
             phase.cpi,
             core.cpi_factor,
@@ -355,18 +357,16 @@ impl<'a> Simulation<'a> {
             mpki,
             core.cur_lat / phase.mlp,
         );
-        let mut l2_mpki = 0.0;
-        if let Some(l2) = core.l2 {
+        if let Some(l2) = self.l2_of(c) {
             let st = &self.shared_l2s[l2];
-            l2_mpki = curve.mpki(perf::llc_share(core.cur_l2_ws, st.sum_ws, st.capacity));
+            let l2_mpki = curve.mpki(perf::llc_share(core.cur_l2_ws, st.sum_ws, st.capacity));
             ns += perf::shared_cache_penalty_ns(l2_mpki, core.cur_l2_alone, st.next_latency_ns);
+            self.cores[c].cur_l2_mpki = l2_mpki;
         }
         let core = &mut self.cores[c];
-        core.cur_l2_mpki = l2_mpki;
         core.ns_per_instr = ns;
         core.cur_mpki = mpki;
         core.cur_share = share;
-        core.cur_fpu_slow = fpu_slow;
         core.gen += 1;
         let th = &self.threads[t];
         // Integer time plus at least 1 ns: f64 sums at 1e10 ns cannot resolve sub-ns rests.

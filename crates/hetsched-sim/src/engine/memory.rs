@@ -12,16 +12,13 @@ impl<'a> Simulation<'a> {
     pub(super) fn refresh_phase_cache(&mut self, t: ThreadId, c: CoreId) {
         let info = *self.phase_info(t);
         let lat = self.mem_latency(t, c);
-        let l2_alone = self.cores[c]
-            .l2
-            .map_or(0.0, |l2| info.curve.mpki(self.shared_l2s[l2].capacity));
+        if let Some(l2) = self.l2_of(c) {
+            self.cores[c].cur_l2_alone = info.curve.mpki(self.shared_l2s[l2].capacity);
+        }
         let core = &mut self.cores[c];
-        core.cur_l2_alone = l2_alone;
         core.cur_lat = lat;
         core.cur_share = f64::NAN;
-        core.cur_ideal = info.ideal_ns_per_instr;
-        core.cur_refs_pki = info.refs_pki;
-        core.cur_df = info.phase.data_fragment;
+        core.cur_df = info.phase.data_fragment.map(|d| d as u32);
     }
 
     /// Record `bytes` brought into LLC `l` on behalf of thread `t`: demand misses while it runs
@@ -58,10 +55,10 @@ impl<'a> Simulation<'a> {
         let spread = if !self.memory_placed {
             None
         } else if th.total_bytes > 0.0 {
-            Some((&th.bytes_per_node, th.total_bytes))
+            Some((self.node_bytes.of(t), th.total_bytes))
         } else {
             let app = &self.apps[th.app];
-            (app.total_bytes > 0.0).then_some((&app.bytes_per_node, app.total_bytes))
+            (app.total_bytes > 0.0).then_some((&app.bytes_per_node[..], app.total_bytes))
         };
         let heat = &mut self.app_heat;
         let a = th.app.index();
@@ -78,7 +75,7 @@ impl<'a> Simulation<'a> {
                 }
             }
             None => {
-                let node = self.obs[t].cpu.map_or(0, |c| self.cores[c].node);
+                let node = self.obs[t].cpu.map_or(0, |c| self.cores[c].node as usize);
                 heat[node][a] += lines;
                 if queued {
                     self.node_traffic[node] += lines * line;
@@ -116,14 +113,14 @@ impl<'a> Simulation<'a> {
 
     /// Average memory latency for thread `t` running on core `c`.
     pub(super) fn mem_latency(&self, t: ThreadId, c: CoreId) -> f64 {
-        let node = self.cores[c].node;
+        let node = self.cores[c].node as usize;
         let row = &self.latency[node];
         if row.len() == 1 || !self.memory_placed {
             return row[node.min(row.len() - 1)];
         }
         let th = &self.threads[t];
         if th.total_bytes > 0.0 {
-            return perf::weighted_latency(&th.bytes_per_node, row, node);
+            return perf::weighted_latency(self.node_bytes.of(t), row, node);
         }
         // A thread that allocated nothing reads its app's memory.
         let app = &self.apps[th.app];
@@ -154,9 +151,10 @@ impl<'a> Simulation<'a> {
             app.total_bytes = (app.total_bytes - take).max(0.0);
             if self.obs[owner].state != ThreadState::Exited {
                 let th = &mut self.threads[owner];
-                th.bytes_per_node[node] = (th.bytes_per_node[node] - take).max(0.0);
                 th.total_bytes = (th.total_bytes - take).max(0.0);
-                self.obs[owner].resident_bytes[node] = th.bytes_per_node[node] as u64;
+                let bytes = self.node_bytes.of_mut(owner);
+                bytes[node] = (bytes[node] - take).max(0.0);
+                self.obs[owner].resident_bytes[node] = bytes[node] as u64;
                 self.changes.note_resident(owner);
             }
         }
@@ -225,11 +223,11 @@ impl<'a> Simulation<'a> {
                 app.bytes_per_node[src] -= take;
                 app.bytes_per_node[to] += take;
                 if self.obs[owner].state != ThreadState::Exited {
-                    let th = &mut self.threads[owner];
-                    th.bytes_per_node[src] = (th.bytes_per_node[src] - take).max(0.0);
-                    th.bytes_per_node[to] += take;
-                    self.obs[owner].resident_bytes[src] = th.bytes_per_node[src] as u64;
-                    self.obs[owner].resident_bytes[to] = th.bytes_per_node[to] as u64;
+                    let bytes = self.node_bytes.of_mut(owner);
+                    bytes[src] = (bytes[src] - take).max(0.0);
+                    bytes[to] += take;
+                    self.obs[owner].resident_bytes[src] = bytes[src] as u64;
+                    self.obs[owner].resident_bytes[to] = bytes[to] as u64;
                     self.changes.note_resident(owner);
                     moved_by_owner.push((owner, take));
                 }

@@ -50,7 +50,7 @@ use hetsched_core::{
     AppId, CoreId, CoreObs, CpuSet, IdVec, LlcId, PageMove, Placement, Policy, ThreadId, ThreadObs,
     ThreadState, Topology,
 };
-use state::{AppInstance, LlcState, MpkiMemo, PhaseInfo, SharedL2, SimCore, SimThread};
+use state::{AppInstance, LlcState, MpkiMemo, NodeBytes, PhaseInfo, SharedL2, SimCore, SimThread};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Instant;
@@ -129,6 +129,8 @@ pub struct Simulation<'a> {
     heap: BinaryHeap<Reverse<(u64, u64, Event)>>,
     seq: u64,
     threads: IdVec<ThreadId, SimThread>,
+    /// Bytes each thread allocated per node, kept when some phase of the workload allocates.
+    node_bytes: NodeBytes,
     /// Every phase of the workload, flattened: spec by spec, group by group.
     phases: Vec<PhaseInfo<'a>>,
     /// Per spec, per thread group: the index of its first phase in `phases`.
@@ -189,6 +191,8 @@ pub struct Simulation<'a> {
     /// Moves between core classes per phase (HASS Table 3, partition migrations).
     class_moves: Vec<u64>,
     shared_l2s: Vec<SharedL2>,
+    /// Some core shares its FPU with others (a module's): only then are `SimCore::fpu_mates` read.
+    fpu_shared: bool,
     /// Misses in a shared cache below the LLC, per phase (BulldOver Figure 7).
     l2_misses: Vec<f64>,
     last_completion_ns: u64,
@@ -229,6 +233,7 @@ impl<'a> Simulation<'a> {
         let best = state::best_core(topo, &cores);
         let (phases, phase_base) = state::build_phases(workload, &best);
         let shared_l2s = state::build_shared_l2s(topo, &mut cores);
+        let fpu_shared = cores.iter().any(|c| !c.fpu_mates.is_empty());
         let latency: Vec<Vec<f64>> = topo.nodes().iter().map(|n| n.latency_ns.clone()).collect();
         let bandwidth = state::node_bandwidths(topo);
         let bandwidth_model = bandwidth.iter().any(Option::is_some);
@@ -248,6 +253,15 @@ impl<'a> Simulation<'a> {
             heap: BinaryHeap::new(),
             seq: 0,
             threads: IdVec::new(),
+            node_bytes: NodeBytes::new(
+                topo.nodes().len(),
+                workload
+                    .apps
+                    .iter()
+                    .flat_map(|a| &a.threads)
+                    .flat_map(|g| &g.phases)
+                    .any(|p| p.alloc_bytes > 0),
+            ),
             phases,
             phase_base,
             obs: IdVec::new(),
@@ -283,6 +297,7 @@ impl<'a> Simulation<'a> {
             class_ns,
             class_moves,
             shared_l2s,
+            fpu_shared,
             last_completion_ns: 0,
             need_pick: Vec::new(),
             conservation_breach: None,
@@ -331,6 +346,28 @@ impl<'a> Simulation<'a> {
     #[inline]
     fn phase_info(&self, t: ThreadId) -> &PhaseInfo<'a> {
         &self.phases[self.threads[t].cur as usize]
+    }
+
+    /// The shared cache below the LLC core `c` uses, if any: read from the core's cold line only
+    /// on a machine that has such caches.
+    #[inline]
+    fn l2_of(&self, c: CoreId) -> Option<usize> {
+        if self.shared_l2s.is_empty() {
+            None
+        } else {
+            self.cores[c].l2
+        }
+    }
+
+    /// The cores that share core `c`'s FPU: read from the core's cold line only on a machine
+    /// where some core shares one.
+    #[inline]
+    fn fpu_mates(&self, c: CoreId) -> &[CoreId] {
+        if self.fpu_shared {
+            &self.cores[c].fpu_mates
+        } else {
+            &[]
+        }
     }
 
     fn all_done(&self) -> bool {
@@ -567,7 +604,7 @@ impl<'a> Simulation<'a> {
             queue.prefetch_next_least();
         }
         if let (Some(core), false) = (self.cores.get(through), self.app_heat.is_empty()) {
-            let heat = &self.app_heat[core.node];
+            let heat = &self.app_heat[core.node as usize];
             for t in core
                 .current
                 .into_iter()

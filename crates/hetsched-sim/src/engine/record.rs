@@ -15,7 +15,7 @@ impl<'a> Simulation<'a> {
         let start = self.cores[c].dispatched_at;
         let phase = self.threads[t].cur as usize;
         let classes = self.topo.classes().len();
-        self.class_ns[phase * classes + self.cores[c].class] +=
+        self.class_ns[phase * classes + self.cores[c].class as usize] +=
             self.now.saturating_sub(start) as f64;
         if !self.cfg.record_gantt {
             return;

@@ -8,8 +8,10 @@ use hetsched_core::prefetch::prefetch;
 use hetsched_core::{AppId, CoreId, IdVec, LlcId, ThreadId, Topology};
 use std::collections::{BTreeMap, VecDeque};
 
-/// A thread's simulation state. The fields touched at every bill and dispatch come first and fill
-/// one cache line: with 16,384 threads, a cache miss per field is what the engine's speed is made of.
+/// A thread's simulation state, two cache lines. The fields touched at every bill and dispatch
+/// come first and fill one cache line: with 16,384 threads, a cache miss per field is what the
+/// engine's speed is made of. The bytes it allocated per node are apart ([`NodeBytes`]), kept
+/// only for a workload that allocates.
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 pub(crate) struct SimThread {
@@ -24,55 +26,102 @@ pub(crate) struct SimThread {
     pub(crate) vruntime: i64,
     pub(crate) warm_fill: f64,
     pub(crate) ideal_ns: f64,
+    /// Bytes it allocated, all nodes (its share of each node is in [`NodeBytes`]).
     pub(crate) total_bytes: f64,
     pub(crate) warm_llc: Option<LlcId>,
-    // Cold fields: the first of them share the second cache line, read when a phase ends
-    // (`group`, `phase`, `iter`, `spec`) and at a wake-up (`lag`, `last_core`).
-    pub(crate) group: usize,
-    pub(crate) phase: usize,
+    // The second cache line: read when a phase ends (`group`, `phase`, `iter`, `spec`), at a
+    // wake-up (`lag`, `last_core`), and when it starts or exits.
+    /// Its thread group in the spec, and its phase there.
+    pub(crate) group: u32,
+    pub(crate) phase: u32,
     pub(crate) iter: u32,
     /// The workload spec of its process (also `apps[app].spec`, a cache miss further away).
     pub(crate) spec: u32,
     /// vruntime minus the core's min_vruntime when it left a queue (CFS normalisation).
     pub(crate) lag: i64,
     pub(crate) last_core: Option<CoreId>,
-    pub(crate) bytes_per_node: Vec<f64>,
     pub(crate) start_ns: u64,
     pub(crate) end_ns: Option<u64>,
     pub(crate) exit_after_barrier: bool,
 }
 
+/// The bytes each thread allocated on each node, `[thread][node]` in one flat vector. Only a
+/// workload with a phase that allocates places memory (`Simulation::memory_placed`), and every
+/// reader asks that first; for any other workload nothing is kept here (no node counted), and a
+/// thread's record, its observation and the heap hold no per-node vector.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NodeBytes {
+    /// Nodes counted per thread: the machine's, or 0 when the workload never allocates.
+    nodes: usize,
+    bytes: Vec<f64>,
+}
+
+impl NodeBytes {
+    /// Per-node bytes of `nodes` nodes when `kept`, else none.
+    pub(crate) fn new(nodes: usize, kept: bool) -> Self {
+        NodeBytes {
+            nodes: if kept { nodes } else { 0 },
+            bytes: Vec::new(),
+        }
+    }
+
+    /// Nodes counted per thread (0: none kept).
+    pub(crate) fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    /// Zero bytes on every node for the next thread.
+    pub(crate) fn push_thread(&mut self) {
+        self.bytes.resize(self.bytes.len() + self.nodes, 0.0);
+    }
+
+    /// Thread `t`'s bytes per node.
+    #[inline]
+    pub(crate) fn of(&self, t: ThreadId) -> &[f64] {
+        &self.bytes[t.index() * self.nodes..(t.index() + 1) * self.nodes]
+    }
+
+    #[inline]
+    pub(crate) fn of_mut(&mut self, t: ThreadId) -> &mut [f64] {
+        &mut self.bytes[t.index() * self.nodes..(t.index() + 1) * self.nodes]
+    }
+}
+
 /// A core's simulation state: what runs, at what rate, and the running phase's values the hot
-/// path reads here rather than recomputing.
+/// path reads here rather than recomputing. Every core is billed at every tick, and on a machine
+/// of 1,024 cores the cores' records alone are a quarter of the second-level cache: what a tick,
+/// a bill, a rate change and a switch read comes first and fills two cache lines (128 bytes, a
+/// record per two lines); the third holds what only machines with shared L2s or FPUs read
+/// (`Simulation::l2_of`, `Simulation::fpu_mates`).
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 pub(crate) struct SimCore {
+    // First line: what a bill reads.
     pub(crate) current: Option<ThreadId>,
+    pub(crate) last_bill: u64,
     pub(crate) ns_per_instr: f64,
     pub(crate) cur_mpki: f64,
-    pub(crate) cur_fpu_slow: f64,
+    pub(crate) eff_ghz: f64,
+    pub(crate) cpi_factor: f64,
+    pub(crate) min_vruntime: i64,
+    pub(crate) llc: Option<LlcId>,
+    // Second line: a rate change and a switch.
     pub(crate) cur_ws: f64,
     /// LLC share the current mpki was computed for (NaN: none yet).
     pub(crate) cur_share: f64,
     /// Memory latency of the current thread, ns (sampled at dispatch and while it allocates).
     pub(crate) cur_lat: f64,
-    /// The current phase's ideal time per instruction (fairness metric).
-    pub(crate) cur_ideal: f64,
-    /// The current phase's LLC references per kilo-instruction.
-    pub(crate) cur_refs_pki: f64,
-    /// The data fragment the current thread works on (as priced at dispatch or phase load).
-    pub(crate) cur_df: Option<usize>,
-    pub(crate) last_bill: u64,
-    pub(crate) dispatched_at: u64,
     pub(crate) gen: u64,
-    pub(crate) min_vruntime: i64,
-    pub(crate) last_thread: Option<ThreadId>,
-    pub(crate) llc: Option<LlcId>,
-    pub(crate) node: usize,
-    pub(crate) eff_ghz: f64,
-    pub(crate) cpi_factor: f64,
-    pub(crate) fpu_mates: Vec<CoreId>,
+    pub(crate) dispatched_at: u64,
+    /// Its NUMA node (index into the topology's nodes).
+    pub(crate) node: u32,
     /// The core's class (index into the topology's classes).
-    pub(crate) class: usize,
+    pub(crate) class: u32,
+    pub(crate) last_thread: Option<ThreadId>,
+    /// The data fragment the current thread works on (as priced at dispatch or phase load).
+    pub(crate) cur_df: Option<u32>,
+    // Third line, cold on most machines.
+    pub(crate) fpu_mates: Vec<CoreId>,
     /// The shared cache below the LLC this core uses (a Bulldozer module's L2): index into
     /// `Simulation::shared_l2s`.
     pub(crate) l2: Option<usize>,
@@ -195,26 +244,23 @@ pub(crate) fn build_cores(topo: &Topology) -> IdVec<CoreId, SimCore> {
                 };
                 SimCore {
                     current: None,
+                    last_bill: 0,
                     ns_per_instr: 1.0,
                     cur_mpki: 0.0,
-                    cur_fpu_slow: 1.0,
+                    eff_ghz,
+                    cpi_factor: class.cpi_factor,
+                    min_vruntime: 0,
+                    llc: c.llc,
                     cur_ws: 0.0,
                     cur_share: f64::NAN,
                     cur_lat: 0.0,
-                    cur_ideal: 0.0,
-                    cur_refs_pki: 0.0,
-                    cur_df: None,
-                    last_bill: 0,
-                    dispatched_at: 0,
                     gen: 0,
-                    min_vruntime: 0,
+                    dispatched_at: 0,
+                    node: c.node.0,
+                    class: c.class.0,
                     last_thread: None,
-                    llc: c.llc,
-                    node: c.node.index(),
-                    eff_ghz,
-                    cpi_factor: class.cpi_factor,
+                    cur_df: None,
                     fpu_mates,
-                    class: c.class.index(),
                     l2: None,
                     cur_l2_ws: 0.0,
                     cur_l2_mpki: 0.0,
@@ -403,9 +449,27 @@ impl MpkiMemo {
 
 #[cfg(test)]
 mod tests {
-    use super::{slot, MpkiMemo};
+    use super::{slot, MpkiMemo, SimCore, SimThread};
     use crate::workload::MissCurve;
     use hetsched_core::rng::SeededRng;
+    use hetsched_core::LlcId;
+    use std::mem::{offset_of, size_of};
+
+    /// A thread's record is two cache lines, the first holding what a bill and a dispatch touch;
+    /// a core's holds what a tick reads in its first two lines, the shared-L2 and FPU-mate fields
+    /// on the third.
+    #[test]
+    fn records_keep_their_cache_lines() {
+        assert_eq!(size_of::<SimThread>(), 128);
+        assert_eq!(
+            offset_of!(SimThread, warm_llc) + size_of::<Option<LlcId>>(),
+            64
+        );
+        assert_eq!(offset_of!(SimThread, group), 64);
+        assert_eq!(size_of::<SimCore>(), 192);
+        assert!(offset_of!(SimCore, cur_df) + size_of::<Option<u32>>() <= 128);
+        assert_eq!(offset_of!(SimCore, fpu_mates), 128);
+    }
 
     /// Whatever the order of asking, and with far more keys than entries (so that entries are
     /// overwritten), the memo gives each curve's own value, bit for bit; and where two phases'
