@@ -175,7 +175,10 @@ pub struct Simulation<'a> {
     /// LLC misses each node's memory served for each application instance, cumulative,
     /// `[node][instance]`: the access heat of the instance's pages per node (Ding et al. section
     /// 3.3.2, sticky pages). Node-major, because the tick bills the cores node by node and a core's
-    /// misses mostly go to its own node. Empty on a one-node machine.
+    /// misses mostly go to its own node. Empty on a one-node machine, and for a workload that never
+    /// allocates: its instances have no pages to move, so the heat, read only to order a move's
+    /// source nodes, would never be read (kept, it is nodes x instances, and on a large machine the
+    /// bill's cache misses).
     app_heat: Vec<Vec<f64>>,
     /// Each node's current queueing delay, ns.
     queue_delay_ns: Vec<f64>,
@@ -240,6 +243,14 @@ impl<'a> Simulation<'a> {
         let n = topo.num_cores();
         let class_ns = vec![0.0; phases.len() * topo.classes().len()];
         let class_moves = vec![0; phases.len()];
+        // Only a workload with a phase that allocates places pages on nodes: per-node bytes and the
+        // pages' access heat are kept for it alone.
+        let allocates = workload
+            .apps
+            .iter()
+            .flat_map(|a| &a.threads)
+            .flat_map(|g| &g.phases)
+            .any(|p| p.alloc_bytes > 0);
         let mut sim = Simulation {
             topo,
             workload,
@@ -253,15 +264,7 @@ impl<'a> Simulation<'a> {
             heap: BinaryHeap::new(),
             seq: 0,
             threads: IdVec::new(),
-            node_bytes: NodeBytes::new(
-                topo.nodes().len(),
-                workload
-                    .apps
-                    .iter()
-                    .flat_map(|a| &a.threads)
-                    .flat_map(|g| &g.phases)
-                    .any(|p| p.alloc_bytes > 0),
-            ),
+            node_bytes: NodeBytes::new(topo.nodes().len(), allocates),
             phases,
             phase_base,
             obs: IdVec::new(),
@@ -281,7 +284,7 @@ impl<'a> Simulation<'a> {
             base_latency: latency.clone(),
             latency,
             node_traffic: vec![0.0; bandwidth.len()],
-            app_heat: if bandwidth.len() > 1 {
+            app_heat: if bandwidth.len() > 1 && allocates {
                 vec![Vec::new(); bandwidth.len()]
             } else {
                 Vec::new()
