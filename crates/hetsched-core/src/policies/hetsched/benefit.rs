@@ -222,6 +222,9 @@ pub struct Benefit {
     classes: Vec<ClassModel>,
     fastest: usize,
     slowest: usize,
+    /// Per core, what the pass over every thread reads of it: read from the topology, each a
+    /// cache miss in a core's record on a large machine.
+    cores: Vec<CoreFacts>,
     threads: Vec<Tracked>,
     next_ns: u64,
     /// When the last period began.
@@ -231,15 +234,35 @@ pub struct Benefit {
     candidates: Vec<(f64, CoreId, ThreadId)>,
 }
 
+/// What [`Benefit::observe`] reads of a core for every thread on it.
+#[derive(Clone, Copy, Debug)]
+struct CoreFacts {
+    /// Its class's capacity.
+    capacity: f64,
+    /// Its class (index into the topology's classes).
+    class: usize,
+    /// The latency of its own node's memory, ns.
+    local_latency_ns: f64,
+}
+
 impl Benefit {
     fn learn(&mut self, topo: &Topology) {
-        if !self.classes.is_empty() {
+        if !self.classes.is_empty() && self.cores.len() == topo.num_cores() {
             return;
         }
         self.classes = ClassModel::of_machine(topo);
         let by_speed = topo.classes_by_speed();
         self.fastest = by_speed[0].index();
         self.slowest = by_speed.last().expect("a machine has a class").index();
+        self.cores = topo
+            .cores()
+            .iter()
+            .map(|c| CoreFacts {
+                capacity: topo.class_of(c.id).capacity,
+                class: c.class.index(),
+                local_latency_ns: topo.latency_ns(c.id, c.node),
+            })
+            .collect();
     }
 
     /// The smoothed estimate of a thread, once it has one.
@@ -269,7 +292,6 @@ impl Benefit {
         if self.threads.len() < view.threads.len() {
             self.threads.resize(view.threads.len(), Tracked::default());
         }
-        let topo = view.topology;
         let fast = &self.classes[self.fastest];
         let slow = &self.classes[self.slowest];
         let candidates = &mut self.candidates;
@@ -290,7 +312,7 @@ impl Benefit {
             }
             let born = x.born_ns;
             if let Some(c) = x.core().or(t.cpu) {
-                x.service_ns += d.cpu_time_ns * topo.class_of(c).capacity;
+                x.service_ns += d.cpu_time_ns * self.cores[c.index()].capacity;
                 let offered = period_ns / view.core(c).runnable.max(1) as f64;
                 x.busy = born < view.now_ns && d.cpu_time_ns >= 0.5 * offered;
             }
@@ -313,9 +335,9 @@ impl Benefit {
                     Some(signature_benefit(sig, fast, slow))
                 }
                 (None, Some(c)) => {
-                    let ran = &self.classes[topo.core(c).class.index()];
-                    let latency = topo.latency_ns(c, topo.node_of(c));
-                    counter_benefit(&d, latency, ran, fast, slow)
+                    let facts = self.cores[c.index()];
+                    let ran = &self.classes[facts.class];
+                    counter_benefit(&d, facts.local_latency_ns, ran, fast, slow)
                 }
                 (None, None) => None,
             };
