@@ -51,15 +51,6 @@ impl<'a> Simulation<'a> {
             }
             return;
         }
-        if self.app_heat.is_empty() {
-            // A workload that never allocates: no pages on any node and no heat kept; its misses
-            // go to the memory of the node it runs on.
-            if queued {
-                let node = self.obs[t].cpu.map_or(0, |c| self.cores[c].node as usize);
-                self.node_traffic[node] += lines * line;
-            }
-            return;
-        }
         let th = &self.threads[t];
         let spread = if !self.memory_placed {
             None
@@ -85,7 +76,10 @@ impl<'a> Simulation<'a> {
             }
             None => {
                 let node = self.obs[t].cpu.map_or(0, |c| self.cores[c].node as usize);
-                heat[node][a] += lines;
+                // No heat is kept for a workload that never allocates (no pages to move).
+                if let Some(h) = heat.get_mut(node) {
+                    h[a] += lines;
+                }
                 if queued {
                     self.node_traffic[node] += lines * line;
                 }
