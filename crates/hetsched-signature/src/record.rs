@@ -59,9 +59,10 @@ const EXIT_POLL: Duration = Duration::from_millis(50);
 /// gather first. Lackey writes its log a line at a time, and a reader that takes each line as
 /// it comes makes a system call a line and wakes at every write: recording a 10 M-reference
 /// trace cost 4.5 s of our CPU time that way, against 0.25 s to read the same trace from a
-/// file. Valgrind writes lackey's log at about 10 MB/s on this project's VM, so the FIFO's
-/// 1 MiB ([`PIPE_BYTES`]; 64 KiB if it cannot grow) holds far more than this wait lets in: the
-/// writer never waits on it.
+/// file. Valgrind writes lackey's log at 10-25 MB/s on this project's VM, 20-50 KB in a wait:
+/// within the FIFO's 1 MiB ([`PIPE_BYTES`]), and its 64 KiB if it cannot grow. A read that finds
+/// half of what it asked for or more is followed by no wait, so a faster writer is read as fast
+/// as it writes.
 const GATHER: Duration = Duration::from_millis(2);
 
 /// The read end of a recording's trace ([`Recording::reader`]).
