@@ -6,7 +6,8 @@
 //!   scenario must do);
 //! - **policy vs baseline**: each policy's run against the baseline's run, in the same process;
 //! - **growth**: each run's wall time on scale-1024 / scale-16k over scale-512 / scale-8k (twice the
-//!   cores and threads).
+//!   cores and threads), and the yardstick's own, for scale: what twice the size costs the least
+//!   simulation of the scenario on this host.
 //!
 //! The runs interleave, a round running every size, policy and the yardstick once, so a slow
 //! spell of a shared host weighs on every figure of a round rather than on all runs of one.
@@ -121,7 +122,7 @@ fn main() {
     // figure's every run: the ratios are what the goals are about.
     // samples[size][policy][run]
     let mut samples = vec![vec![Vec::new(); names.len()]; SIZES.len()];
-    let mut yard_samples = Vec::new();
+    let mut yard_samples = vec![Vec::new(); SIZES.len()];
     let mut events = 0;
     let mut yard_events = 0;
     let mut yard_instructions = 0.0;
@@ -146,23 +147,27 @@ fn main() {
                 eprintln!("run {}: {machine}/{workload} {name}: {s:.3} s", run + 1);
                 samples[si][pi].push(s);
             }
-            if si == SIZES.len() - 1 {
-                let s = timed(|| {
-                    let y = yardstick::run(topo, w, cfg.quantum_ns, duration_ns);
+            let s = timed(|| {
+                let y = yardstick::run(topo, w, cfg.quantum_ns, duration_ns);
+                if si == SIZES.len() - 1 {
                     yard_events = y.events;
                     yard_instructions = y.instructions;
-                });
-                eprintln!("run {}: {machine}/{workload} yardstick: {s:.3} s", run + 1);
-                yard_samples.push(s);
-            }
+                }
+            });
+            eprintln!("run {}: {machine}/{workload} yardstick: {s:.3} s", run + 1);
+            yard_samples[si].push(s);
         }
     }
     let wall: Vec<Vec<f64>> = samples
         .into_iter()
         .map(|per_policy| per_policy.into_iter().map(median).collect())
         .collect();
-    let yard = median(yard_samples);
+    let yard_by_size: Vec<f64> = yard_samples.into_iter().map(median).collect();
     let big = SIZES.len() - 1;
+    let yard = yard_by_size[big];
+    // The yardstick's own growth: what twice the size costs the least simulation on this host
+    // (its heap of one event a core gains a level at twice the cores).
+    let yard_growth = yard / yard_by_size[0];
     let engine_ratio = wall[big][0] / yard;
     let policy_ratio: Vec<f64> = (1..names.len())
         .map(|p| wall[big][p] / wall[big][0])
@@ -175,7 +180,13 @@ fn main() {
             "runs": o.runs,
             "duration_s": o.duration_s,
             "scenario": format!("{}/{}", SIZES[big].0, SIZES[big].1),
-            "yardstick": {"wall_s": yard, "events": yard_events, "instructions": yard_instructions},
+            "yardstick": {
+                "wall_s": yard,
+                "wall_s_half_size": yard_by_size[0],
+                "growth_for_twice_the_size": yard_growth,
+                "events": yard_events,
+                "instructions": yard_instructions,
+            },
             "engine": {"wall_s": wall[big][0], "events": events, "ratio_to_yardstick": engine_ratio},
             "policies": names.iter().enumerate().map(|(p, n)| serde_json::json!({
                 "policy": n,
@@ -195,6 +206,10 @@ fn main() {
     println!(
         "engine ({LINUX_DEFAULT}) {:.3} s, {} events; yardstick {:.3} s, {} events: {:.2}x (goal <= 4x)",
         wall[big][0], events, yard, yard_events, engine_ratio
+    );
+    println!(
+        "yardstick: {yard:.3} s; {}/{} {:.3} s, growth {yard_growth:.2}x for 2x (no goal: the host's own)",
+        SIZES[0].0, SIZES[0].1, yard_by_size[0]
     );
     for (p, n) in names.iter().enumerate() {
         let vs = if p == 0 {
