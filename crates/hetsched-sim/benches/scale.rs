@@ -12,6 +12,9 @@
 //! The runs interleave, a round running every size, policy and the yardstick once, so a slow
 //! spell of a shared host weighs on every figure of a round rather than on all runs of one.
 //!
+//! Each figure is printed with its goal and whether it holds (`--json`: `holds`, `ratio_holds`,
+//! `growth_holds`, `all_goals_hold`); the bench exits 1 when some goal does not hold.
+//!
 //! One policy decision's cost (a rebalance of 16k threads on 1,024 cores) is the criterion
 //! benchmark `cargo bench -p hetsched-core --bench policies`.
 //!
@@ -30,6 +33,22 @@ use hetsched_sim::engine::NS_PER_S;
 use hetsched_sim::presets::workload_preset;
 use hetsched_sim::{simulate, SimConfig};
 use std::time::Instant;
+
+/// The goals these figures are held to: the engine at most this many times the yardstick, a
+/// policy's run at most this many times the baseline's, and a run at twice the size at most this
+/// many times the run at half.
+const ENGINE_GOAL: f64 = 4.0;
+const POLICY_GOAL: f64 = 1.5;
+const GROWTH_GOAL: f64 = 2.2;
+
+/// Whether `x` is within `goal`, in words.
+fn verdict(x: f64, goal: f64) -> &'static str {
+    if x <= goal {
+        "holds"
+    } else {
+        "DOES NOT HOLD"
+    }
+}
 
 /// The two sizes: (machine, workload), the second twice the first.
 const SIZES: [(&str, &str); 2] = [("scale-512", "scale-8k"), ("scale-1024", "scale-16k")];
@@ -51,7 +70,13 @@ fn options() -> Result<Options, String> {
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        let mut value = |what: &str| args.next().ok_or(format!("{a} needs {what}"));
+        // cargo bench appends --bench to the arguments, so an option given last without its
+        // value would take it.
+        let mut value = |what: &str| {
+            args.next()
+                .filter(|v| v != "--bench")
+                .ok_or(format!("{a} needs {what}"))
+        };
         match a.as_str() {
             "--runs" => {
                 let v = value("a number of runs")?;
@@ -63,17 +88,25 @@ fn options() -> Result<Options, String> {
             }
             "--duration" => {
                 let v = value("simulated seconds")?;
+                let quantum_s = SimConfig::default().quantum_ns as f64 / NS_PER_S as f64;
                 o.duration_s = v
                     .parse()
                     .ok()
-                    .filter(|&s: &f64| s.is_finite() && s > 0.0)
-                    .ok_or(format!("--duration {v:?}: seconds above 0"))?;
+                    .filter(|&s: &f64| s.is_finite() && s >= quantum_s)
+                    .ok_or(format!(
+                        "--duration {v:?}: simulated seconds, at least one quantum ({quantum_s} s)"
+                    ))?;
             }
             "--policy" => {
                 let v = value("policy names, comma-separated")?;
                 o.policies = v.split(',').map(str::to_string).collect();
                 if let Some(bad) = o.policies.iter().find(|p| policy_by_name(p).is_none()) {
                     return Err(format!("--policy {bad:?}: no such policy"));
+                }
+                if o.policies.iter().any(|p| p == LINUX_DEFAULT) {
+                    return Err(format!(
+                        "--policy {LINUX_DEFAULT:?}: the baseline runs always; name the others"
+                    ));
                 }
             }
             "--json" => o.json = true,
@@ -175,8 +208,28 @@ fn main() {
     let growth: Vec<f64> = (0..names.len())
         .map(|p| wall[big][p] / wall[0][p])
         .collect();
+    // Every goal, as (what, figure, goal).
+    let mut goals = vec![("engine vs yardstick".to_string(), engine_ratio, ENGINE_GOAL)];
+    for (p, n) in names.iter().enumerate() {
+        if p > 0 {
+            goals.push((format!("{n} vs baseline"), policy_ratio[p - 1], POLICY_GOAL));
+        }
+        goals.push((format!("{n} growth"), growth[p], GROWTH_GOAL));
+    }
+    let missed: Vec<&str> = goals
+        .iter()
+        .filter(|(_, x, goal)| x > goal)
+        .map(|(what, _, _)| what.as_str())
+        .collect();
     if o.json {
         let doc = serde_json::json!({
+            "goals": {
+                "engine_vs_yardstick_at_most": ENGINE_GOAL,
+                "policy_vs_baseline_at_most": POLICY_GOAL,
+                "growth_for_twice_the_size_at_most": GROWTH_GOAL,
+            },
+            "all_goals_hold": missed.is_empty(),
+            "goals_not_holding": missed,
             "runs": o.runs,
             "duration_s": o.duration_s,
             "scenario": format!("{}/{}", SIZES[big].0, SIZES[big].1),
@@ -187,25 +240,32 @@ fn main() {
                 "events": yard_events,
                 "instructions": yard_instructions,
             },
-            "engine": {"wall_s": wall[big][0], "events": events, "ratio_to_yardstick": engine_ratio},
+            "engine": {
+                "wall_s": wall[big][0],
+                "events": events,
+                "ratio_to_yardstick": engine_ratio,
+                "holds": engine_ratio <= ENGINE_GOAL,
+            },
             "policies": names.iter().enumerate().map(|(p, n)| serde_json::json!({
                 "policy": n,
                 "wall_s": wall[big][p],
                 "wall_s_half_size": wall[0][p],
                 "ratio_to_baseline": wall[big][p] / wall[big][0],
+                "ratio_holds": p == 0 || policy_ratio[p - 1] <= POLICY_GOAL,
                 "growth_for_twice_the_size": growth[p],
+                "growth_holds": growth[p] <= GROWTH_GOAL,
             })).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&doc).unwrap());
-        return;
+        std::process::exit(i32::from(!missed.is_empty()));
     }
     println!(
         "medians of {} runs, {} simulated s, {}/{}",
         o.runs, o.duration_s, SIZES[big].0, SIZES[big].1
     );
     println!(
-        "engine ({LINUX_DEFAULT}) {:.3} s, {} events; yardstick {:.3} s, {} events: {:.2}x (goal <= 4x)",
-        wall[big][0], events, yard, yard_events, engine_ratio
+        "engine ({LINUX_DEFAULT}) {:.3} s, {} events; yardstick {:.3} s, {} events: {:.2}x (goal <= {ENGINE_GOAL}x: {})",
+        wall[big][0], events, yard, yard_events, engine_ratio, verdict(engine_ratio, ENGINE_GOAL)
     );
     println!(
         "yardstick: {yard:.3} s; {}/{} {:.3} s, growth {yard_growth:.2}x for 2x (no goal: the host's own)",
@@ -215,11 +275,26 @@ fn main() {
         let vs = if p == 0 {
             String::new()
         } else {
-            format!(", {:.2}x the baseline (goal <= 1.5x)", policy_ratio[p - 1])
+            let r = policy_ratio[p - 1];
+            format!(
+                ", {r:.2}x the baseline (goal <= {POLICY_GOAL}x: {})",
+                verdict(r, POLICY_GOAL)
+            )
         };
         println!(
-            "{n}: {:.3} s{vs}; {}/{} {:.3} s, growth {:.2}x for 2x (goal <= 2.2x)",
-            wall[big][p], SIZES[0].0, SIZES[0].1, wall[0][p], growth[p]
+            "{n}: {:.3} s{vs}; {}/{} {:.3} s, growth {:.2}x for 2x (goal <= {GROWTH_GOAL}x: {})",
+            wall[big][p],
+            SIZES[0].0,
+            SIZES[0].1,
+            wall[0][p],
+            growth[p],
+            verdict(growth[p], GROWTH_GOAL)
         );
+    }
+    if missed.is_empty() {
+        println!("every goal holds");
+    } else {
+        println!("goals that do not hold: {}", missed.join(", "));
+        std::process::exit(1);
     }
 }
