@@ -1728,6 +1728,107 @@ fn the_daemon_restores_the_children_of_managed_processes_in_both_tracking_modes(
     }
 }
 
+/// A process that matches no rule and that no managed process made is never taken, even with a
+/// mask a managed thread holds: a user's `taskset -c N job &`, double-forked in a process group
+/// of its own while the daemon has a managed shell pinned to CPU N, keeps its mask while the
+/// daemon runs and after it stops, with the connector and without (before, both modes took it
+/// for the shell's orphaned grandchild, moved it and gave it every CPU at the end).
+#[test]
+fn the_daemon_never_takes_an_unrelated_process_with_a_managed_pin() {
+    use std::os::unix::process::CommandExt;
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("daemon-stranger");
+    let shell = own_shell(&s, "hsstsh");
+    let all = all_cpus_list();
+    for (k, extra) in [&[][..], &["--no-connector"][..]].into_iter().enumerate() {
+        let stats = s.path(&format!("stats-{k}.sock"));
+        let config = s.path(&format!("daemon-{k}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "interval_ms = 20\nstrict_placement = true\nhint_socket = \"{}\"\nstats_socket = \"{}\"\n[[rule]]\npolicy = \"amps\"\nmatch = {{ comm = \"hsstsh\" }}\n",
+                s.path(&format!("hint-{k}.sock")).display(),
+                stats.display()
+            ),
+        )
+        .unwrap();
+        let mut daemon = s
+            .hetsched()
+            .args(["daemon", "--config"])
+            .arg(&config)
+            .arg("--machine")
+            .arg(s.machine())
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        assert!(wait_until(Duration::from_secs(5), || stats.exists()));
+        let shell_file = s.path(&format!("shell-{k}"));
+        let mut sh = Command::new(&shell)
+            .args([
+                "-c",
+                &format!("echo $$ > {}; sleep 30", shell_file.display()),
+            ])
+            .spawn()
+            .unwrap();
+        let shell_pid = pid_in(&shell_file);
+        s.doom(shell_pid);
+        assert!(
+            wait_until(Duration::from_secs(5), || mask_of(shell_pid)
+                .is_some_and(|m| m != all)),
+            "{extra:?}: the managed shell was never pinned ({:?})",
+            mask_of(shell_pid)
+        );
+        let pin = mask_of(shell_pid).unwrap();
+        // The stranger: a process group of its own, its parent gone at once, the shell's pin.
+        let stranger_file = s.path(&format!("stranger-{k}"));
+        let status = Command::new("sh")
+            .args([
+                "-c",
+                &format!(
+                    "(taskset -c {pin} sleep 30 & echo $! > {})",
+                    stranger_file.display()
+                ),
+            ])
+            .process_group(0)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let stranger = pid_in(&stranger_file);
+        s.doom(stranger);
+        // Many intervals and scans of /proc, then the daemon stops and restores what it changed.
+        std::thread::sleep(Duration::from_millis(800));
+        let during = mask_of(stranger);
+        kill(daemon.id(), libc::SIGTERM);
+        let status = daemon.wait().unwrap();
+        let mut err = String::new();
+        Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(status.success(), "{err}");
+        assert_eq!(
+            during.as_deref(),
+            Some(pin.as_str()),
+            "{extra:?}: while running\n{err}"
+        );
+        assert_eq!(
+            mask_of(stranger).as_deref(),
+            Some(pin.as_str()),
+            "{extra:?}: after the daemon\n{err}"
+        );
+        assert_eq!(
+            mask_of(shell_pid).as_deref(),
+            Some(all.as_str()),
+            "{extra:?}\n{err}"
+        );
+        kill(stranger, libc::SIGKILL);
+        let _ = sh.kill();
+        let _ = sh.wait();
+    }
+}
+
 /// The daemon's socket paths: a file that is not a socket is refused and kept (before, it was
 /// deleted and replaced), a missing directory outside the state directory is not made, a socket
 /// a running daemon answers on is refused by a second daemon over another state directory

@@ -44,10 +44,11 @@ fn state_dir_of(value: Option<std::ffi::OsString>) -> Option<PathBuf> {
     Some(std::path::absolute(&d).unwrap_or(d))
 }
 
-/// Make the state directory `dir` if it is missing; an error names it.
+/// Make the state directory `dir` if it is missing, and check that no other user can have
+/// written in it; an error names it.
 pub fn ensure_state_dir(dir: &Path) -> io::Result<()> {
     let e = match fs::create_dir_all(dir) {
-        Ok(()) if dir.is_dir() => return Ok(()),
+        Ok(()) if dir.is_dir() => return check_trusted(dir),
         Err(e) if !dir.exists() || dir.is_dir() => e,
         _ => io::Error::new(
             io::ErrorKind::AlreadyExists,
@@ -58,6 +59,45 @@ pub fn ensure_state_dir(dir: &Path) -> io::Result<()> {
         e.kind(),
         format!("state directory {} (${STATE_DIR_ENV}): {e}", dir.display()),
     ))
+}
+
+/// The state directory `dir` is owned by us or by root and writable by no one else. Journals in
+/// it are restored with our privileges at every start ([`recover_stale`]), so a journal another
+/// user planted there (in a `/tmp` directory made before ours, say) would have us set the
+/// affinity of threads that are not theirs to touch.
+fn check_trusted(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(dir)?;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let why = if m.uid() != euid && m.uid() != 0 {
+        Some(format!(
+            "owned by uid {}, not by us (uid {euid}) or root",
+            m.uid()
+        ))
+    } else if m.mode() & 0o022 != 0 {
+        Some(format!(
+            "writable by {} (mode {:o})",
+            if m.mode() & 0o002 != 0 {
+                "every user"
+            } else {
+                "its group"
+            },
+            m.mode() & 0o7777
+        ))
+    } else {
+        None
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "state directory {} (${STATE_DIR_ENV}): {why}; its journals could have been written by another user, so it is not used",
+                dir.display()
+            ),
+        )),
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -531,6 +571,28 @@ mod tests {
             "{e}"
         );
         let _ = fs::remove_file(&file);
+    }
+
+    /// A state directory another user could write in is refused before any journal in it is
+    /// read, with the reason; one of ours that only we write is taken.
+    #[test]
+    fn a_state_directory_others_may_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("hs-state-open-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o1777)).unwrap();
+        let e = ensure_state_dir(&dir).unwrap_err().to_string();
+        assert!(
+            e.contains(&dir.display().to_string()) && e.contains("writable by every user"),
+            "{e}"
+        );
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o770)).unwrap();
+        let e = ensure_state_dir(&dir).unwrap_err().to_string();
+        assert!(e.contains("writable by its group"), "{e}");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        ensure_state_dir(&dir).unwrap();
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub struct TaskStat {
     pub state: char,
     /// Field 4.
     pub ppid: u32,
+    /// Field 5: its process group.
+    pub pgrp: u32,
     /// Field 9: PF_* flags.
     pub flags: u64,
     /// Fields 14 + 15: user and system time, clock ticks.
@@ -54,8 +56,8 @@ pub fn parse_stat(text: &str) -> Option<TaskStat> {
     }
     let comm = text[open + 1..close].to_string();
     let mut state = None;
-    let (mut ppid, mut flags, mut utime, mut stime, mut start, mut processor) =
-        (None, None, None, None, None, None);
+    let (mut ppid, mut pgrp, mut flags, mut utime, mut stime, mut start, mut processor) =
+        (None, None, None, None, None, None, None);
     let mut num_threads = None;
     // Field numbers as in proc(5): 3 is the state.
     for (n, f) in (3usize..).zip(text[close + 1..].split_ascii_whitespace()) {
@@ -63,6 +65,7 @@ pub fn parse_stat(text: &str) -> Option<TaskStat> {
         match n {
             3 => state = f.chars().next(),
             4 => ppid = num(),
+            5 => pgrp = num(),
             9 => flags = num(),
             14 => utime = num(),
             15 => stime = num(),
@@ -79,6 +82,7 @@ pub fn parse_stat(text: &str) -> Option<TaskStat> {
         comm,
         state: state?,
         ppid: ppid? as u32,
+        pgrp: pgrp? as u32,
         flags: flags?,
         cpu_ticks: utime? + stime?,
         num_threads: num_threads? as u32,
@@ -259,13 +263,14 @@ mod tests {
 
     #[test]
     fn stat_with_spaces_and_parentheses_in_comm() {
-        let line = "4242 (my (weird) prog) S 1 4242 4242 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 2 0 \
+        let line = "4242 (my (weird) prog) S 1 4100 4242 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 2 0 \
                     2909541 3133440 383 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 \
                     0 0 0 0 0 0 0 0 0 0";
         let s = parse_stat(line).unwrap();
         assert_eq!(s.comm, "my (weird) prog");
         assert_eq!(s.state, 'S');
         assert_eq!(s.ppid, 1);
+        assert_eq!(s.pgrp, 4100);
         assert_eq!(s.flags, 4194560);
         assert_eq!(s.cpu_ticks, 10);
         assert_eq!(s.num_threads, 2);

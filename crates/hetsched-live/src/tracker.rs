@@ -171,15 +171,19 @@ pub struct Found {
 struct ProcEntry {
     start_ticks: u64,
     group: usize,
+    /// Its process group when it was taken in: an orphan is taken for one of its descendants
+    /// only in the process group of a managed process ([`Tracker::orphan_group`]).
+    pgrp: u32,
     /// Its thread count when its threads were last listed (`u32::MAX`: never).
     listed_threads: u32,
 }
 
 impl ProcEntry {
-    fn new(start_ticks: u64, group: usize) -> Self {
+    fn new(stat: &TaskStat, group: usize) -> Self {
         ProcEntry {
-            start_ticks,
+            start_ticks: stat.start_ticks,
             group,
+            pgrp: stat.pgrp,
             listed_threads: u32::MAX,
         }
     }
@@ -244,7 +248,7 @@ impl Tracker {
         let mut procs = HashMap::new();
         if let Scope::Tree { root } = scope {
             if let Some(stat) = proc.process_stat(root) {
-                procs.insert(root, ProcEntry::new(stat.start_ticks, 0));
+                procs.insert(root, ProcEntry::new(&stat, 0));
             }
         }
         Tracker {
@@ -272,9 +276,15 @@ impl Tracker {
         self.pins = pins;
     }
 
-    /// The rule of a pin process `pid` inherited, when its creator is gone.
+    /// The rule of a pin process `pid` inherited, when its creator is gone and how it came to be
+    /// is not known otherwise: without the connector (or after it lost events) a managed
+    /// process's child that outlived its parent between two scans is found with ppid 1 and a mask
+    /// we set. A mask alone is no proof (a user's `taskset -c 0 job &` has the same), so it must
+    /// also be in the process group of a managed process of that rule, as a forked child is unless
+    /// it left it. With the connector's complete stream every fork was seen as it happened and no
+    /// process is taken on a guess.
     fn orphan_group(&self, pid: u32, stat: &TaskStat) -> Option<usize> {
-        if self.pins.is_empty() {
+        if self.pins.is_empty() || (self.connector.is_some() && self.events_lost == 0) {
             return None;
         }
         let orphan = stat.ppid == 1
@@ -289,8 +299,13 @@ impl Tracker {
         let mask = sys::get_affinity(pid).ok()?;
         self.pins
             .iter()
-            .find(|(_, p)| p.mask == mask && p.covers(stat.start_ticks))
+            .filter(|(_, p)| p.mask == mask && p.covers(stat.start_ticks))
             .map(|&(g, _)| g)
+            .find(|&g| {
+                self.procs
+                    .values()
+                    .any(|e| e.group == g && e.pgrp == stat.pgrp)
+            })
     }
 
     /// The connector's descriptor, to wait on; `None` when polling only.
@@ -316,10 +331,10 @@ impl Tracker {
     }
 
     /// Which rule a new process falls under, if any.
-    fn classify(&self, pid: u32) -> Option<(u64, Option<usize>)> {
+    fn classify(&self, pid: u32) -> Option<(TaskStat, Option<usize>)> {
         let stat = self.proc.process_stat(pid)?;
         if pid == self.own_pid || stat.is_untouchable() {
-            return Some((stat.start_ticks, None));
+            return Some((stat, None));
         }
         let group = match &self.scope {
             Scope::Tree { root } => {
@@ -342,7 +357,7 @@ impl Tracker {
                 })
                 .or_else(|| self.orphan_group(pid, &stat)),
         };
-        Some((stat.start_ticks, group))
+        Some((stat, group))
     }
 
     /// Take pending connector events and turn them into changes at once: a new thread of a
@@ -374,8 +389,8 @@ impl Tracker {
                             Some(parent) if child_pid == child_tid => Some(parent.group),
                             _ => match self.classify(child_pid) {
                                 Some((_, Some(g))) => Some(g),
-                                Some((start, None)) => {
-                                    self.outside.insert(child_pid, start);
+                                Some((stat, None)) => {
+                                    self.outside.insert(child_pid, stat.start_ticks);
                                     None
                                 }
                                 None => None,
@@ -412,8 +427,7 @@ impl Tracker {
         let Some(stat) = self.proc.process_stat(pid) else {
             return;
         };
-        self.procs
-            .insert(pid, ProcEntry::new(stat.start_ticks, group));
+        self.procs.insert(pid, ProcEntry::new(&stat, group));
         for tid in self.proc.tids(pid) {
             self.found_thread(pid, tid, group, changes);
         }
@@ -533,11 +547,11 @@ impl Tracker {
             let mut still = Vec::new();
             for pid in pending {
                 match self.classify(pid) {
-                    Some((start_ticks, Some(group))) => {
-                        self.procs.insert(pid, ProcEntry::new(start_ticks, group));
+                    Some((stat, Some(group))) => {
+                        self.procs.insert(pid, ProcEntry::new(&stat, group));
                         progressed = true;
                     }
-                    Some((start_ticks, None)) => still.push((pid, start_ticks)),
+                    Some((stat, None)) => still.push((pid, stat.start_ticks)),
                     None => {}
                 }
             }
