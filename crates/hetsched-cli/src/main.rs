@@ -64,6 +64,37 @@ struct CompletionsArgs {
     shell: clap_complete::Shell,
 }
 
+/// Whether `command` only reads its inputs and prints: such a command ends quietly when the
+/// reader of its output goes away (`hetsched simulate --json | head -1`), as `cat` does, by
+/// SIGPIPE's default action. Rust ignores SIGPIPE, so each print would panic instead. The live
+/// commands, and `signature --record`, keep it ignored: a peer gone from one of their sockets or
+/// pipes must not end them before they restore what they changed or reap what they started.
+fn ends_quietly_on_a_closed_pipe(command: Option<&Command>) -> bool {
+    match command {
+        None
+        | Some(
+            Command::Topo(_)
+            | Command::Machines(_)
+            | Command::Simulate(_)
+            | Command::Sweep(_)
+            | Command::Workloads(_)
+            | Command::Policies(_)
+            | Command::Reproduce(_)
+            | Command::Validate(_)
+            | Command::Completions(_)
+            | Command::Man,
+        ) => true,
+        Some(Command::Signature(args)) => !args.records(),
+        Some(
+            Command::Run(_)
+            | Command::Emulate(_)
+            | Command::Daemon(_)
+            | Command::Stats(_)
+            | Command::Doctor(_),
+        ) => false,
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -75,6 +106,10 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
+    if ends_quietly_on_a_closed_pipe(cli.command.as_ref()) {
+        // SAFETY: restoring a signal's default disposition, before any thread starts.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     // The exit status of a program `run`, `emulate` or `signature --record` launched, passed
     // through.
     let mut status = 0u8;

@@ -84,6 +84,13 @@ pub struct SignatureArgs {
     command: Vec<String>,
 }
 
+impl SignatureArgs {
+    /// Whether it runs a program under valgrind (`--record`).
+    pub fn records(&self) -> bool {
+        self.record
+    }
+}
+
 /// `signature --json`, fields as in DESIGN.md plus the sampling and the windows.
 #[derive(Serialize)]
 struct SignatureJson {

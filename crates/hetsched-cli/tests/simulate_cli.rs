@@ -388,3 +388,45 @@ fn an_unwritable_out_directory_is_found_before_the_runs() {
     // Every policy on fifty seeds of the default scenario takes minutes; the refusal comes first.
     assert!(start.elapsed().as_secs_f64() < 5.0);
 }
+
+/// A reader that goes away early (`hetsched simulate --json | head -1`) ends the command quietly,
+/// by SIGPIPE as `cat` ends, in JSON and CSV (forms long enough to outlast the pipe's buffer): no
+/// panic, no backtrace, no error line (before, JSON's print panicked with "failed printing to
+/// stdout: Broken pipe" and CSV ended with that error).
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    for form in ["--json", "--csv"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hetsched"))
+            .args(["simulate", "--seeds", "40", form])
+            .env("RUST_BACKTRACE", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Read one byte, then close the pipe while the command still has much to print.
+        let mut out = child.stdout.take().unwrap();
+        let mut first = [0u8; 1];
+        out.read_exact(&mut first).unwrap();
+        drop(out);
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGPIPE),
+            "{form:?}: {status:?}\n{err}"
+        );
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe"),
+            "{form:?}: {err}"
+        );
+    }
+}
