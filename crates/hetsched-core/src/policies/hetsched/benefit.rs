@@ -226,6 +226,12 @@ pub struct Benefit {
     /// cache miss in a core's record on a large machine.
     cores: Vec<CoreFacts>,
     threads: Vec<Tracked>,
+    /// The threads not seen exited, ascending, and how many of the view's threads were listed:
+    /// what [`Benefit::observe`] reads. An exited thread stays in the view for good, so with
+    /// threads coming and going (a service's requests) a pass over every thread ever started
+    /// made each period's cost grow with the run.
+    live: Vec<u32>,
+    listed: usize,
     next_ns: u64,
     /// When the last period began.
     last_ns: u64,
@@ -292,11 +298,21 @@ impl Benefit {
         if self.threads.len() < view.threads.len() {
             self.threads.resize(view.threads.len(), Tracked::default());
         }
+        self.live
+            .extend((self.listed..view.threads.len()).map(|i| i as u32));
+        self.listed = self.listed.max(view.threads.len());
+        let mut live = std::mem::take(&mut self.live);
         let fast = &self.classes[self.fastest];
         let slow = &self.classes[self.slowest];
         let candidates = &mut self.candidates;
         candidates.clear();
-        for (t, x) in view.threads.iter().zip(self.threads.iter_mut()) {
+        for &i in &live {
+            let (Some(t), Some(x)) = (
+                view.threads.get(i as usize),
+                self.threads.get_mut(i as usize),
+            ) else {
+                continue;
+            };
             if t.state == ThreadState::Exited {
                 continue;
             }
@@ -356,6 +372,12 @@ impl Benefit {
                 }
             }
         }
+        live.retain(|&i| {
+            view.threads
+                .get(i as usize)
+                .is_some_and(|t| t.state != ThreadState::Exited)
+        });
+        self.live = live;
     }
 
     /// Swap threads pinned to faster cores that gain less with threads pinned to slower cores that
@@ -644,6 +666,19 @@ impl Benefit {
         if let Some(x) = self.threads.get_mut(t.index()) {
             *x = Tracked::default();
         }
+        // A thread listed before and since dropped as exited is read again.
+        let i = t.0;
+        if (i as usize) < self.listed {
+            if let Err(at) = self.live.binary_search(&i) {
+                self.live.insert(at, i);
+            }
+        }
+    }
+
+    /// The threads [`Benefit::observe`] reads, ascending.
+    #[cfg(test)]
+    pub fn live_threads(&self) -> &[u32] {
+        &self.live
     }
 
     /// Forget a thread (it exited or another part of the policy took it).

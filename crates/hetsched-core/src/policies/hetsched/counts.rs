@@ -179,6 +179,41 @@ impl Activity {
     }
 }
 
+/// A log of changed threads is sorted rather than marked in a bitmap of every thread when it
+/// holds fewer entries than the bitmap's words over this (a sort costs about this many steps an
+/// entry; the bitmap, a step a word).
+const SORT_LOG_BELOW: usize = 16;
+
+/// The threads of `log` (ids below `n`) in ascending order, each once, into `order`: sorted
+/// (`by_sort`) or through a bitmap of `n` bits in `bits`.
+fn log_in_order(
+    log: &[ThreadId],
+    n: usize,
+    by_sort: bool,
+    bits: &mut Vec<u64>,
+    order: &mut Vec<ThreadId>,
+) {
+    order.clear();
+    if by_sort {
+        order.extend_from_slice(log);
+        order.sort_unstable();
+        order.dedup();
+        return;
+    }
+    bits.clear();
+    bits.resize(n.div_ceil(64), 0);
+    for &id in log {
+        bits[id.index() / 64] |= 1 << (id.index() % 64);
+    }
+    for (w, &word) in bits.iter().enumerate() {
+        let mut word = word;
+        while word != 0 {
+            order.push(ThreadId((w * 64) as u32 + word.trailing_zeros()));
+            word &= word - 1;
+        }
+    }
+}
+
 /// Threads whose competing window closes, by when: blocked threads counted as competing.
 pub(super) type WindowEnds = std::collections::BinaryHeap<Reverse<(u64, ThreadId)>>;
 
@@ -197,24 +232,14 @@ impl Hetsched {
             .filter(|_| self.counted_in.is_some_and(|e| e >= log_since));
         match log {
             Some(log) => {
-                // In thread order, each thread once (the log may name a thread twice), through a
-                // bitmap of all threads (a bit a thread, a sort's comparisons cost more): the
-                // observations are read in the order they lie in memory.
+                // In thread order, each thread once (the log may name a thread twice): the
+                // observations are read in the order they lie in memory. Through a bitmap of all
+                // threads (a bit a thread; a sort's comparisons cost more) unless the log is
+                // small beside the threads ever started (a service's requests come and go, and
+                // the bitmap's words grew with the run): then sorted.
                 let mut order = std::mem::take(&mut self.log_order);
-                order.clear();
-                let bits = &mut self.log_bits;
-                bits.clear();
-                bits.resize(n.div_ceil(64), 0);
-                for &id in log {
-                    bits[id.index() / 64] |= 1 << (id.index() % 64);
-                }
-                for (w, &word) in bits.iter().enumerate() {
-                    let mut word = word;
-                    while word != 0 {
-                        order.push(ThreadId((w * 64) as u32 + word.trailing_zeros()));
-                        word &= word - 1;
-                    }
-                }
+                let by_sort = log.len().saturating_mul(SORT_LOG_BELOW) < n.div_ceil(64);
+                log_in_order(log, n, by_sort, &mut self.log_bits, &mut order);
                 // The logged threads are scattered over the observations: their lines (two a
                 // thread) and activities are fetched a few threads ahead.
                 for (i, &id) in order.iter().enumerate() {
@@ -388,6 +413,27 @@ mod tests {
     use crate::policies::hetsched::HetschedConfig;
     use crate::presets::machine_preset;
     use crate::rng::SeededRng;
+
+    /// A log of changed threads comes out in ascending order, each thread once, sorted or through
+    /// the bitmap alike, for logs with repeats, empty ones, and ids at both ends of the range.
+    #[test]
+    fn a_log_sorted_or_marked_gives_the_same_order() {
+        let mut rng = SeededRng::new(11);
+        let (mut bits, mut a, mut b) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 0..500 {
+            let n = 1 + rng.below(5000);
+            let len = rng.below(40);
+            let mut log: Vec<ThreadId> = (0..len).map(|_| ThreadId(rng.below(n) as u32)).collect();
+            if round % 7 == 0 {
+                log.extend([ThreadId(0), ThreadId(n as u32 - 1), ThreadId(0)]);
+            }
+            log_in_order(&log, n, true, &mut bits, &mut a);
+            log_in_order(&log, n, false, &mut bits, &mut b);
+            assert_eq!(a, b, "round {round}: n {n}, log {log:?}");
+            assert!(a.windows(2).all(|w| w[0] < w[1]), "round {round}");
+            assert!(log.iter().all(|t| a.contains(t)), "round {round}");
+        }
+    }
 
     /// Adding and removing threads one by one keeps every process's count and the total a
     /// recount from scratch gives, including ids that start in the map and move to the vector

@@ -186,6 +186,12 @@ pub struct Hetsched {
     shape: Option<Shape>,
     /// Per thread: its part while it lives.
     part: Vec<Option<Part>>,
+    /// The threads not yet known exited and released from their part, ascending, and how many
+    /// of the view's threads were listed: what a reassignment reads. An exited thread stays in
+    /// the view for good, so with threads coming and going (a service's requests) a pass over
+    /// every thread ever started made each balance's cost grow with the run.
+    live: Vec<u32>,
+    listed: usize,
     /// Live threads per part.
     count: [usize; 4],
     /// When each part is next due.
@@ -246,6 +252,8 @@ impl Hetsched {
             faster_cores: None,
             shape: None,
             part: Vec::new(),
+            live: Vec::new(),
+            listed: 0,
             count: [0; 4],
             due: [0; 4],
             balanced_in: [None; 4],
@@ -479,7 +487,15 @@ impl Hetsched {
         self.assigned = true;
         // What the count just recorded of each thread decides its part; a thread's observation
         // is read again only if its part changes.
-        for i in 0..view.threads.len() {
+        let n = view.threads.len();
+        self.live.extend((self.listed..n).map(|i| i as u32));
+        self.listed = self.listed.max(n);
+        let mut live = std::mem::take(&mut self.live);
+        for &i in &live {
+            let i = i as usize;
+            if i >= n {
+                continue;
+            }
             let a = self.activity[i];
             let id = ThreadId(i as u32);
             if a.exited {
@@ -503,6 +519,12 @@ impl Hetsched {
                 }
             }
         }
+        // An exited thread out of every part is passed over above until it starts again.
+        live.retain(|&i| {
+            let i = i as usize;
+            i >= n || !self.activity[i].exited || self.part[i].is_some()
+        });
+        self.live = live;
         self.parts_touched = false;
     }
 }
@@ -562,20 +584,20 @@ impl Policy for Hetsched {
             let (part, counts, solo) = (&self.part, &self.counts, &self.solo);
             let ours =
                 |t: &ThreadObs| part.get(t.id.index()).copied().flatten() == Some(Part::Amps);
-            // Per thread, whether AMPS just moved it: asked of every thread.
-            let mut moved = vec![false; view.threads.len()];
-            for t in &amps_moved {
-                if let Some(m) = moved.get_mut(t.index()) {
-                    *m = true;
-                }
-            }
+            // The threads AMPS just moved, for a binary search per thread (few: a vector over
+            // every thread ever started cost more than the pass).
+            amps_moved.sort_unstable();
             self.benefit.observe(
                 view,
                 ours,
                 // A thread of a multi-threaded process waits for its siblings at every barrier:
                 // its own gain from a faster core is not its process's, so only single-threaded
                 // processes swap.
-                |t| !moved[t.id.index()] && counts.get(t.app) == 1 && solo.core_of(t.id).is_none(),
+                |t| {
+                    counts.get(t.app) == 1
+                        && solo.core_of(t.id).is_none()
+                        && amps_moved.binary_search(&t.id).is_err()
+                },
             );
             self.benefit.swaps(
                 view,
@@ -594,6 +616,11 @@ impl Policy for Hetsched {
             a.restart();
         }
         self.benefit.start(thread);
+        if thread.index() < self.listed {
+            if let Err(at) = self.live.binary_search(&thread.0) {
+                self.live.insert(at, thread.0);
+            }
+        }
         self.count_start(view, thread);
         let t = view.thread(thread);
         if self.part_of(thread).is_some() {

@@ -695,3 +695,41 @@ fn on_one_speed_numa_machines_processes_are_not_placed_whole() {
         }
     }
 }
+
+/// An exited thread stays in the view for good (its id is its index); a balance reads only the
+/// threads still there. After 600 short single-threaded programs came and went beside one that
+/// stays, the reassignment's list and the benefit pass's hold the one left, not the 601 ever
+/// started (reading every one at every balance made a service's balances cost more the longer
+/// it ran); and a thread that starts again after it was dropped is read again.
+#[test]
+fn balances_read_only_the_threads_that_have_not_exited() {
+    let mut b = Bench::new("amps-smp");
+    let mut p = policy();
+    let stays = b.start(&mut p, 0, 0, COMPUTE);
+    for k in 0..600u32 {
+        let t = b.start(&mut p, 1 + k, 1 + k % 3, MEMORY);
+        b.period(&mut p);
+        b.threads[t.index()].state = ThreadState::Exited;
+    }
+    for _ in 0..3 {
+        b.period(&mut p);
+    }
+    assert_eq!(b.threads.len(), 601);
+    assert_eq!(p.live, vec![stays.0], "the reassignment's list");
+    assert_eq!(
+        p.benefit.live_threads(),
+        &[stays.0],
+        "the benefit pass's list"
+    );
+    assert_eq!(p.part_of(stays), Some(Part::Amps));
+    // One of the departed starts again (a backend that hands a thread id back).
+    let again = ThreadId(300);
+    b.threads[again.index()].state = ThreadState::Running;
+    let cores = b.cores();
+    let v = crate::policies::fixture::view(&b.topo, &b.threads, &cores, b.now);
+    p.on_thread_start(&v, again);
+    b.period(&mut p);
+    assert_eq!(p.live, vec![stays.0, again.0]);
+    assert_eq!(p.benefit.live_threads(), &[stays.0, again.0]);
+    assert_eq!(p.part_of(again), Some(Part::Amps));
+}
