@@ -179,6 +179,12 @@ struct Machine {
     node_cores: Vec<Vec<u32>>,
     /// Per core, the cores it shares a module or its SMT pipeline with.
     mates: Vec<Vec<u32>>,
+    /// Every core in descending order of the key it has when it runs one thread ([`core_key`]),
+    /// and each core's place in that order: where an idle core looks for a lone thread on a
+    /// slower core ([`Scratch::pull_into_idle`]) without a pass over every core and a sort for
+    /// each idle core.
+    lone_order: Vec<u32>,
+    lone_rank: Vec<u32>,
 }
 
 impl Machine {
@@ -486,7 +492,7 @@ impl Amps {
             .as_ref()
             .is_none_or(|m| m.power.len() != topology.num_cores());
         if stale {
-            self.machine = Some(Machine {
+            let mut machine = Machine {
                 power: topology
                     .cores()
                     .iter()
@@ -534,7 +540,19 @@ impl Amps {
                         m
                     })
                     .collect(),
-            });
+                lone_order: Vec::new(),
+                lone_rank: Vec::new(),
+            };
+            let ones = vec![1; machine.power.len()];
+            let mut order: Vec<u32> = (0..machine.power.len() as u32).collect();
+            order.sort_unstable_by_key(|&c| Reverse(core_key(&ones, &machine.power, c as usize)));
+            let mut rank = vec![0; order.len()];
+            for (i, &c) in order.iter().enumerate() {
+                rank[c as usize] = i as u32;
+            }
+            machine.lone_order = order;
+            machine.lone_rank = rank;
+            self.machine = Some(machine);
         }
     }
 
@@ -583,6 +601,8 @@ impl Amps {
         // Idle cores first (rule 6): each pulls a waiting thread, or a running one it would run
         // faster; on a new-idle call only the core that went idle.
         let mut idle: Vec<usize> = Vec::new();
+        let mut crowded: Vec<u32> = Vec::new();
+        let mut busy: Vec<u32> = Vec::new();
         let mut fill = |sc: &mut Scratch,
                         order: &mut Orders,
                         moves: &mut usize,
@@ -593,6 +613,19 @@ impl Amps {
                 Some(d) => idle.push(d.index()),
                 None => idle.extend((0..n).filter(|&c| sc.runnable[c] == 0 && !closed.core(c))),
             }
+            // The cores with a thread waiting: a pull only ever takes from them (and leaves
+            // them with one fewer), so none joins them in this pass. And the cores with a thread,
+            // in `lone_order`'s order: those a lone thread can come from (the idle cores that
+            // pull join them below).
+            crowded.clear();
+            crowded.extend((0..n as u32).filter(|&c| sc.runnable[c as usize] >= 2));
+            busy.clear();
+            busy.extend(
+                machine
+                    .lone_order
+                    .iter()
+                    .filter(|&&c| sc.runnable[c as usize] >= 1),
+            );
             // The fastest idle core pulls first.
             idle.sort_unstable_by(|&a, &b| power[b].total_cmp(&power[a]).then(a.cmp(&b)));
             for &d in &idle {
@@ -606,10 +639,16 @@ impl Amps {
                     closed,
                     &self.members,
                     candidates,
+                    &crowded,
+                    &busy,
                     d,
                 ) else {
                     continue;
                 };
+                let rank = |c: &u32| machine.lone_rank[*c as usize];
+                if let Err(at) = busy.binary_search_by_key(&rank(&(d as u32)), rank) {
+                    busy.insert(at, d as u32);
+                }
                 sc.apply_keyed(view, order, machine, t, was_running, s, d);
                 out.push(Placement::pin(t, CoreId(d as u32)));
                 *moves += 1;

@@ -163,13 +163,17 @@ impl Scratch {
         closed: &Closed,
         members: &Members,
         candidates: &mut Vec<(u8, CoreKey)>,
+        crowded: &[u32],
+        busy: &[u32],
         d: usize,
     ) -> Option<(usize, ThreadId, bool)> {
         let power = &machine.power[..];
         let dst = CoreId(d as u32);
         candidates.clear();
         candidates.extend(
-            (0..power.len())
+            crowded
+                .iter()
+                .map(|&s| s as usize)
                 .filter(|&s| s != d && self.runnable[s] >= 2)
                 .map(|s| (machine.distance(s, d), self.key(power, s))),
         );
@@ -184,27 +188,43 @@ impl Scratch {
         }) {
             return Some(found);
         }
+        // A lone thread on a slower core: nearest first (its LLC, its node, then across nodes),
+        // the greatest key first within each, as a sort of them all by (distance, key) would
+        // take them. `busy` lists every core with a thread (the only ones it can come from) by
+        // their key with one thread, the key of every core taken here; that key's load only
+        // falls along it, so once it no longer improves on `d`'s, no core further on can.
         let after = scaled_load(1, power[d]);
-        candidates.clear();
-        candidates.extend((0..power.len()).filter_map(|s| {
-            let near = machine.distance(s, d);
-            let faster = machine.speed[d] > machine.speed[s] + LOAD_EPS;
-            (s != d
+        let takes = |s: usize| {
+            s != d
                 && self.runnable[s] == 1
                 && !closed.core(s)
-                && faster
-                && improves(after, self.load(power, s)))
-            .then(|| (near, self.key(power, s)))
-        }));
-        candidates.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        candidates.iter().find_map(|&(near, k)| {
-            let s = k.2 as usize;
+                && machine.speed[d] > machine.speed[s] + LOAD_EPS
+        };
+        let pull = |s: usize, near: u8| {
             self.movable(view, machine.numa, alloc, closed, s, dst)
                 .filter(|&(t, _)| {
                     machine.pull_allowed(view, t, s, d) && (near < ACROSS_NODES || members.alone(t))
                 })
                 .map(|(t, r)| (s, t, r))
-        })
+        };
+        let found = (0..=ACROSS_NODES).find_map(|near| {
+            busy.iter()
+                .map(|&s| s as usize)
+                .take_while(|&s| improves(after, scaled_load(1, power[s])))
+                .filter(|&s| machine.distance(s, d) == near && takes(s))
+                .find_map(|s| pull(s, near))
+        });
+        // The same as every core that takes, sorted by (distance, key), would give.
+        if cfg!(debug_assertions) {
+            let mut all: Vec<(u8, CoreKey)> = (0..power.len())
+                .filter(|&s| takes(s) && improves(after, self.load(power, s)))
+                .map(|s| (machine.distance(s, d), self.key(power, s)))
+                .collect();
+            all.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+            let sorted = all.iter().find_map(|&(near, k)| pull(k.2 as usize, near));
+            debug_assert_eq!(found, sorted, "idle core {d}");
+        }
+        found
     }
 
     /// Move every thread but the holders off the closed cores, each to the open core it would
