@@ -613,6 +613,9 @@ impl Amps {
                 Some(d) => idle.push(d.index()),
                 None => idle.extend((0..n).filter(|&c| sc.runnable[c] == 0 && !closed.core(c))),
             }
+            if idle.is_empty() {
+                return;
+            }
             // The cores with a thread waiting: a pull only ever takes from them (and leaves
             // them with one fewer), so none joins them in this pass. And the cores with a thread,
             // in `lone_order`'s order: those a lone thread can come from (the idle cores that
