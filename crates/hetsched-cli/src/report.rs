@@ -17,6 +17,12 @@ pub const GANTT_MAX_CORES: usize = 64;
 /// again), so that a long run is not lost to a directory found unwritable at its end.
 pub fn check_out(dir: &std::path::Path) -> anyhow::Result<()> {
     let fail = |e: &dyn std::fmt::Display| anyhow::anyhow!("--out {}: {e}", dir.display());
+    if dir.exists() && !dir.is_dir() {
+        return Err(crate::bad_input(format!(
+            "--out {}: exists and is not a directory",
+            dir.display()
+        )));
+    }
     std::fs::create_dir_all(dir).map_err(|e| fail(&e))?;
     let probe = dir.join(".hetsched-write-check");
     std::fs::write(&probe, b"").map_err(|e| fail(&e))?;

@@ -389,6 +389,24 @@ fn an_unwritable_out_directory_is_found_before_the_runs() {
     assert!(start.elapsed().as_secs_f64() < 5.0);
 }
 
+/// `--out` naming a file that exists is bad input (exit 2, one line), found before the runs, and
+/// the file is left as it was.
+#[test]
+fn an_out_path_that_is_a_file_is_bad_input_and_left_alone() {
+    let file = std::env::temp_dir().join(format!("hs-out-file-{}", std::process::id()));
+    std::fs::write(&file, "mine").unwrap();
+    let path = file.to_str().unwrap();
+    let (code, out, err) = hetsched(&["simulate", "--out", path, "--seeds", "50"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty());
+    assert_eq!(
+        err.trim(),
+        format!("hetsched: --out {path}: exists and is not a directory")
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    let _ = std::fs::remove_file(&file);
+}
+
 /// A reader that goes away early (`hetsched simulate --json | head -1`) ends the command quietly,
 /// by SIGPIPE as `cat` ends, in JSON and CSV (forms long enough to outlast the pipe's buffer): no
 /// panic, no backtrace, no error line (before, JSON's print panicked with "failed printing to

@@ -388,7 +388,7 @@ cpus = "0-3"
             (("freq_ghz = 3.0\n\n[[classes]]", "freq_ghz = -3.0\n\n[[classes]]"), "m.toml: classes[0].freq_ghz: must be a positive number, got -3"),
             (("duty = 0.5", "duty = 2.0"), "m.toml: classes[1].duty: must be in (0, 1], got 2"),
             (("class = \"slow\"", "class = \"huge\""), "m.toml: cores[1].class: unknown class \"huge\""),
-            (("cpus = \"2-3\"\nclass", "cpus = \"3-4\"\nclass"), "m.toml: cores: core ids must run 0..3 without gaps; core 2 is missing"),
+            (("cpus = \"2-3\"\nclass", "cpus = \"3-4\"\nclass"), "m.toml: cores: core ids must run 0..3 without gaps (4 cores are listed, the highest 4); core 2 is missing"),
             (("cpus = \"0-3\"\nshared_by = 2\n\n[[caches]]", "cpus = \"0-5\"\nshared_by = 2\n\n[[caches]]"), "m.toml: modules[0].cpus: unknown core 4 (the machine has cores 0-3)"),
             (("shared_by = 2\n\n[[caches]]", "shared_by = 3\n\n[[caches]]"), "m.toml: modules[0].shared_by: 4 cores do not split into groups of 3"),
             (("size = \"1 MiB\"", "size = \"1 parsec\""), "m.toml: caches[0].size: unknown size unit \"parsec\" in \"1 parsec\""),

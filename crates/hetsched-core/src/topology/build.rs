@@ -232,7 +232,7 @@ fn assign_classes(
             return Err(TopologyError::new(
                 "cores",
                 format!(
-                    "core ids must run 0..{} without gaps; core {missing} is missing",
+                    "core ids must run 0..{} without gaps ({n} cores are listed, the highest {last}); core {missing} is missing",
                     n - 1
                 ),
             ));
