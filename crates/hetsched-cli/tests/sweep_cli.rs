@@ -101,6 +101,46 @@ fn a_stopped_sweep_resumes_to_the_same_table() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--json` says what a run did: cells run now and before, finished or not, where the table is;
+/// stdout is the document alone.
+#[test]
+fn json_says_what_a_run_of_the_sweep_did() {
+    let dir = scratch("json");
+    let file = sweep_file(&dir, SWEEP);
+    let out = dir.join("out");
+    let doc = |extra: &[&str]| {
+        let mut args = vec![
+            "sweep",
+            file.as_str(),
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (code, stdout, stderr) = hetsched(&args);
+        assert_eq!(code, 0, "{stderr}");
+        serde_json::from_str::<serde_json::Value>(&stdout).expect("stdout is one JSON document")
+    };
+    let first = doc(&["--stop-after", "5"]);
+    assert_eq!(first["cells"], CELLS);
+    assert_eq!(
+        (first["run_now"].as_u64(), first["done_before"].as_u64()),
+        (Some(5), Some(0))
+    );
+    assert_eq!(first["complete"], false);
+    let second = doc(&[]);
+    assert_eq!(second["run_now"].as_u64(), Some(CELLS as u64 - 5));
+    assert_eq!(second["done_before"].as_u64(), Some(5));
+    assert_eq!(
+        (second["finished"].as_u64(), second["complete"].as_bool()),
+        (Some(CELLS as u64), Some(true))
+    );
+    assert_eq!(second["table"].as_str(), out.join("results.csv").to_str());
+    assert!(second["schema_version"].is_u64() && second["command"].is_array());
+    assert!(lines(&out.join("results.csv")) > CELLS);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_killed_sweep_resumes_to_the_same_table() {
     let dir = scratch("kill");

@@ -130,6 +130,28 @@ pub struct SweepArgs {
     /// Stop after this many cells have finished (tests interrupt a sweep with it).
     #[arg(long, hide = true)]
     pub stop_after: Option<usize>,
+    /// Print one JSON document on stdout: where the table is, and how many cells ran, were done
+    /// before and are finished (the table itself is in the directory).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `sweep --json`: what a run of the sweep did.
+#[derive(serde::Serialize)]
+struct SweepJson {
+    #[serde(flatten)]
+    provenance: crate::provenance::Provenance,
+    /// The output directory and the table in it.
+    out: std::path::PathBuf,
+    table: std::path::PathBuf,
+    /// Cells in the sweep, finished now, run by this command, finished before it.
+    cells: usize,
+    finished: usize,
+    run_now: usize,
+    done_before: usize,
+    /// Whether every cell is finished (else the same command resumes).
+    complete: bool,
+    wall_s: f64,
 }
 
 /// Run a sweep here: the cells not yet finished in `--out`, in parallel, a progress bar on
@@ -168,6 +190,21 @@ pub fn run_sweep(args: &SweepArgs) -> anyhow::Result<()> {
     if finished < total {
         eprintln!("stopped before the end: run the same command again to resume");
     }
-    println!("{}", table.display());
+    if args.json {
+        let doc = SweepJson {
+            provenance: crate::provenance::Provenance::new(args.file.to_str()),
+            out: args.out.clone(),
+            table,
+            cells: total,
+            finished,
+            run_now: now,
+            done_before: before,
+            complete: finished == total,
+            wall_s,
+        };
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!("{}", table.display());
+    }
     Ok(())
 }
