@@ -255,6 +255,32 @@ pub fn store_of(dir: Option<&Path>) -> Store {
     Store::new(dir.map_or_else(hetsched_signature::store::default_dir, Path::to_path_buf))
 }
 
+/// Whether `program` names an executable file, as `exec` would find it (a path, or a name looked
+/// up in `PATH`): bad input naming it if not. The launch itself may still fail; this only puts
+/// the common mistakes first.
+fn startable(program: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable =
+        |p: &Path| std::fs::metadata(p).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if program.contains('/') {
+        return match executable(Path::new(program)) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(bad_input(format!(
+                "cannot start {program:?}: not an executable file"
+            ))),
+            Err(e) => Err(bad_input(format!("cannot start {program:?}: {e}"))),
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if std::env::split_paths(&path).any(|d| executable(&d.join(program)).unwrap_or(false)) {
+        Ok(())
+    } else {
+        Err(bad_input(format!(
+            "cannot start {program:?}: no executable of that name in PATH"
+        )))
+    }
+}
+
 fn counter_plan() -> CounterPlan {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let plan = CounterPlan::probe(Path::new("/"), &cpuinfo);
@@ -324,6 +350,10 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<u8> {
         )),
         None => None,
     };
+    // A program that cannot start is the one line the user sees, before any probe warns.
+    if let Some(program) = args.command.first() {
+        startable(program)?;
+    }
     let (topology, cpus, isolated) = live_machine(args.machine.as_deref())?;
     // Taken before the run, so a machine file is hashed as it was used.
     let provenance = Provenance::new(args.machine.as_deref());
@@ -598,8 +628,16 @@ pub fn run_stats(args: &StatsArgs) -> anyhow::Result<()> {
 }
 
 fn print_stats(args: &StatsArgs) -> anyhow::Result<()> {
-    let text = daemon::read_stats(&args.socket)
-        .map_err(|e| anyhow::anyhow!("no daemon answers at {} ({e})", args.socket.display()))?;
+    let text = daemon::read_stats(&args.socket).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            anyhow::anyhow!(
+                "{}: permission denied (connecting to the daemon needs write access to its stats socket)",
+                args.socket.display()
+            )
+        } else {
+            anyhow::anyhow!("no daemon answers at {} ({e})", args.socket.display())
+        }
+    })?;
     if args.json {
         println!("{text}");
         return Ok(());

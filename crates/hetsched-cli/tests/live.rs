@@ -921,7 +921,23 @@ fn the_exit_status_passes_through_and_a_bad_command_is_exit_2() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/program"));
+    // One line, naming it (before, a warning about counters came first).
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/no/such/program"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let plain = s.path("not-executable");
+    std::fs::write(&plain, "true\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    for program in ["no-such-program-anywhere", plain.to_str().unwrap()] {
+        let out = s.hetsched().args(["run", "--", program]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{program}: {err}");
+        assert!(err.contains(program), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
     // Nothing is left in the state directory: no journal, no hint socket.
     let left: Vec<_> = std::fs::read_dir(s.state())
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
