@@ -112,11 +112,21 @@ pub fn explain(doc: &SimulateJson, topo: &Topology) -> Vec<String> {
                 let name = &doc.baseline.apps[ai].name;
                 let mut s = format!("{name}, {}", time_change(g));
                 if asymmetric {
-                    s.push_str(&format!(
-                        " ({:.0}% of its CPU time on {fast_name} cores vs {:.0}% under the baseline)",
+                    let (ours, base) = (
                         fast_share(runs, ai, fastest),
-                        fast_share(base_runs, ai, fastest)
-                    ));
+                        fast_share(base_runs, ai, fastest),
+                    );
+                    // Shares that round alike explain nothing: the time went elsewhere (waiting,
+                    // sharing a cache or a core's turns).
+                    if format!("{ours:.0}") == format!("{base:.0}") {
+                        s.push_str(&format!(
+                            " ({ours:.0}% of its CPU time on {fast_name} cores, as under the baseline: not where it ran)"
+                        ));
+                    } else {
+                        s.push_str(&format!(
+                            " ({ours:.0}% of its CPU time on {fast_name} cores vs {base:.0}% under the baseline)"
+                        ));
+                    }
                 }
                 s
             };
