@@ -1654,6 +1654,35 @@ fn a_double_forked_process_gets_its_original_mask_back_after_run() {
     }
 }
 
+/// A daemon with one rule, `amps` for processes named `comm`, placing strictly every 20 ms on the
+/// scratch machine, its sockets numbered `k`; once its stats socket is there, it and that socket.
+fn strict_amps_daemon(s: &Scratch, k: usize, comm: &str, extra: &[&str]) -> (Child, PathBuf) {
+    let stats = s.path(&format!("stats-{k}.sock"));
+    let config = s.path(&format!("daemon-{k}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "interval_ms = 20\nstrict_placement = true\nhint_socket = \"{}\"\nstats_socket = \"{}\"\n[[rule]]\npolicy = \"amps\"\nmatch = {{ comm = \"{comm}\" }}\n",
+            s.path(&format!("hint-{k}.sock")).display(),
+            stats.display()
+        ),
+    )
+    .unwrap();
+    let daemon = s
+        .hetsched()
+        .args(["daemon", "--config"])
+        .arg(&config)
+        .arg("--machine")
+        .arg(s.machine())
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || stats.exists()));
+    (daemon, stats)
+}
+
 /// Under the daemon, with the connector and without, a managed shell's child (which matches no
 /// rule) and its double-forked grandchild belong to the shell's rule, and both have their
 /// original masks once the daemon stops (before, without the connector the child was left out
@@ -1668,29 +1697,7 @@ fn the_daemon_restores_the_children_of_managed_processes_in_both_tracking_modes(
     let shell = own_shell(&s, "hsdfsh");
     let all = all_cpus_list();
     for (k, extra) in [&[][..], &["--no-connector"][..]].into_iter().enumerate() {
-        let stats = s.path(&format!("stats-{k}.sock"));
-        let config = s.path(&format!("daemon-{k}.toml"));
-        std::fs::write(
-            &config,
-            format!(
-                "interval_ms = 20\nstrict_placement = true\nhint_socket = \"{}\"\nstats_socket = \"{}\"\n[[rule]]\npolicy = \"amps\"\nmatch = {{ comm = \"hsdfsh\" }}\n",
-                s.path(&format!("hint-{k}.sock")).display(),
-                stats.display()
-            ),
-        )
-        .unwrap();
-        let mut daemon = s
-            .hetsched()
-            .args(["daemon", "--config"])
-            .arg(&config)
-            .arg("--machine")
-            .arg(s.machine())
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        assert!(wait_until(Duration::from_secs(5), || stats.exists()));
+        let (mut daemon, stats) = strict_amps_daemon(&s, k, "hsdfsh", extra);
         let (child_file, orphan_file) = (
             s.path(&format!("child-{k}")),
             s.path(&format!("orphan-{k}")),
@@ -1760,29 +1767,7 @@ fn the_daemon_never_takes_an_unrelated_process_with_a_managed_pin() {
     let shell = own_shell(&s, "hsstsh");
     let all = all_cpus_list();
     for (k, extra) in [&[][..], &["--no-connector"][..]].into_iter().enumerate() {
-        let stats = s.path(&format!("stats-{k}.sock"));
-        let config = s.path(&format!("daemon-{k}.toml"));
-        std::fs::write(
-            &config,
-            format!(
-                "interval_ms = 20\nstrict_placement = true\nhint_socket = \"{}\"\nstats_socket = \"{}\"\n[[rule]]\npolicy = \"amps\"\nmatch = {{ comm = \"hsstsh\" }}\n",
-                s.path(&format!("hint-{k}.sock")).display(),
-                stats.display()
-            ),
-        )
-        .unwrap();
-        let mut daemon = s
-            .hetsched()
-            .args(["daemon", "--config"])
-            .arg(&config)
-            .arg("--machine")
-            .arg(s.machine())
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        assert!(wait_until(Duration::from_secs(5), || stats.exists()));
+        let (mut daemon, _) = strict_amps_daemon(&s, k, "hsstsh", extra);
         let shell_file = s.path(&format!("shell-{k}"));
         let mut sh = Command::new(&shell)
             .args([
