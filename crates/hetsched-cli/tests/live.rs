@@ -1474,6 +1474,11 @@ fn a_program_outliving_the_grace_period_is_left_running() {
     assert_eq!(out.status.code(), Some(128 + libc::SIGTERM));
     let report = json_of(&out);
     assert_eq!(report["detached"], true);
+    // Still running: no exit status to report (before, `exit_code` said 1).
+    assert!(
+        report["exit_code"].is_null() && report["exit_signal"].is_null(),
+        "{report}"
+    );
     assert!(mask_of(program).is_some(), "the program should still run");
 }
 

@@ -422,16 +422,17 @@ impl Session {
         let cpu = cpu_now - cpu0;
         let steady_cpu_s = cpu_now - self.last_start.0;
         let steady_wall_s = self.last_start.1.elapsed().as_secs_f64();
-        let exit = self.exit.unwrap_or(Exit::Code(1));
+        // A program left running (detached) has no exit status yet: neither field is set.
+        let exit = self.exit;
         RunReport {
             command: command.to_vec(),
             exit_code: match exit {
-                Exit::Code(c) => Some(c),
-                Exit::Signal(_) => None,
+                Some(Exit::Code(c)) => Some(c),
+                _ => None,
             },
             exit_signal: match exit {
-                Exit::Signal(s) => Some(s),
-                Exit::Code(_) => None,
+                Some(Exit::Signal(s)) => Some(s),
+                _ => None,
             },
             wall_s,
             interval_ms: events.interval().as_secs_f64() * 1e3,
