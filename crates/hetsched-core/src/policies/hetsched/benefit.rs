@@ -41,6 +41,7 @@
 //! single-threaded program from a slower core, its pages following, where AMPS's overhead
 //! prediction keeps AMPS's own idle pull from moving it (`Benefit::promotions`).
 
+use super::live::LiveThreads;
 use crate::ids::{CoreId, ThreadId};
 use crate::observe::{Counters, ThreadObs, ThreadState, View};
 use crate::policies::amps::numa::{self, NumaMode};
@@ -226,12 +227,8 @@ pub struct Benefit {
     /// cache miss in a core's record on a large machine.
     cores: Vec<CoreFacts>,
     threads: Vec<Tracked>,
-    /// The threads not seen exited, ascending, and how many of the view's threads were listed:
-    /// what [`Benefit::observe`] reads. An exited thread stays in the view for good, so with
-    /// threads coming and going (a service's requests) a pass over every thread ever started
-    /// made each period's cost grow with the run.
-    live: Vec<u32>,
-    listed: usize,
+    /// The threads [`Benefit::observe`] reads: those not seen exited.
+    live: LiveThreads,
     next_ns: u64,
     /// When the last period began.
     last_ns: u64,
@@ -298,10 +295,7 @@ impl Benefit {
         if self.threads.len() < view.threads.len() {
             self.threads.resize(view.threads.len(), Tracked::default());
         }
-        self.live
-            .extend((self.listed..view.threads.len()).map(|i| i as u32));
-        self.listed = self.listed.max(view.threads.len());
-        let mut live = std::mem::take(&mut self.live);
+        let mut live = self.live.take(view.threads.len());
         let fast = &self.classes[self.fastest];
         let slow = &self.classes[self.slowest];
         let candidates = &mut self.candidates;
@@ -377,7 +371,7 @@ impl Benefit {
                 .get(i as usize)
                 .is_some_and(|t| t.state != ThreadState::Exited)
         });
-        self.live = live;
+        self.live.put_back(live);
     }
 
     /// Swap threads pinned to faster cores that gain less with threads pinned to slower cores that
@@ -666,19 +660,13 @@ impl Benefit {
         if let Some(x) = self.threads.get_mut(t.index()) {
             *x = Tracked::default();
         }
-        // A thread listed before and since dropped as exited is read again.
-        let i = t.0;
-        if (i as usize) < self.listed {
-            if let Err(at) = self.live.binary_search(&i) {
-                self.live.insert(at, i);
-            }
-        }
+        self.live.restart(t);
     }
 
     /// The threads [`Benefit::observe`] reads, ascending.
     #[cfg(test)]
     pub fn live_threads(&self) -> &[u32] {
-        &self.live
+        self.live.ids()
     }
 
     /// Forget a thread (it exited or another part of the policy took it).

@@ -71,6 +71,7 @@
 
 pub mod benefit;
 mod counts;
+mod live;
 mod solo;
 #[cfg(test)]
 mod tests;
@@ -85,6 +86,7 @@ use crate::policy::{Hint, PageMove, Placement, Policy, Signal};
 use crate::topology::Topology;
 use benefit::Benefit;
 use counts::{Activity, ProcessCounts, WindowEnds};
+use live::LiveThreads;
 use solo::Solo;
 
 /// The policy's name, as users pass it and as the registry lists it.
@@ -186,12 +188,9 @@ pub struct Hetsched {
     shape: Option<Shape>,
     /// Per thread: its part while it lives.
     part: Vec<Option<Part>>,
-    /// The threads not yet known exited and released from their part, ascending, and how many
-    /// of the view's threads were listed: what a reassignment reads. An exited thread stays in
-    /// the view for good, so with threads coming and going (a service's requests) a pass over
-    /// every thread ever started made each balance's cost grow with the run.
-    live: Vec<u32>,
-    listed: usize,
+    /// The threads a reassignment reads: those not yet known exited and released from their
+    /// part.
+    live: LiveThreads,
     /// Live threads per part.
     count: [usize; 4],
     /// When each part is next due.
@@ -252,8 +251,7 @@ impl Hetsched {
             faster_cores: None,
             shape: None,
             part: Vec::new(),
-            live: Vec::new(),
-            listed: 0,
+            live: LiveThreads::default(),
             count: [0; 4],
             due: [0; 4],
             balanced_in: [None; 4],
@@ -488,9 +486,7 @@ impl Hetsched {
         // What the count just recorded of each thread decides its part; a thread's observation
         // is read again only if its part changes.
         let n = view.threads.len();
-        self.live.extend((self.listed..n).map(|i| i as u32));
-        self.listed = self.listed.max(n);
-        let mut live = std::mem::take(&mut self.live);
+        let mut live = self.live.take(n);
         for &i in &live {
             let i = i as usize;
             if i >= n {
@@ -524,7 +520,7 @@ impl Hetsched {
             let i = i as usize;
             i >= n || !self.activity[i].exited || self.part[i].is_some()
         });
-        self.live = live;
+        self.live.put_back(live);
         self.parts_touched = false;
     }
 }
@@ -616,11 +612,7 @@ impl Policy for Hetsched {
             a.restart();
         }
         self.benefit.start(thread);
-        if thread.index() < self.listed {
-            if let Err(at) = self.live.binary_search(&thread.0) {
-                self.live.insert(at, thread.0);
-            }
-        }
+        self.live.restart(thread);
         self.count_start(view, thread);
         let t = view.thread(thread);
         if self.part_of(thread).is_some() {

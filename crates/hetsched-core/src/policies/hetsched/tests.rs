@@ -715,7 +715,7 @@ fn balances_read_only_the_threads_that_have_not_exited() {
         b.period(&mut p);
     }
     assert_eq!(b.threads.len(), 601);
-    assert_eq!(p.live, vec![stays.0], "the reassignment's list");
+    assert_eq!(p.live.ids(), &[stays.0], "the reassignment's list");
     assert_eq!(
         p.benefit.live_threads(),
         &[stays.0],
@@ -729,7 +729,7 @@ fn balances_read_only_the_threads_that_have_not_exited() {
     let v = crate::policies::fixture::view(&b.topo, &b.threads, &cores, b.now);
     p.on_thread_start(&v, again);
     b.period(&mut p);
-    assert_eq!(p.live, vec![stays.0, again.0]);
+    assert_eq!(p.live.ids(), &[stays.0, again.0]);
     assert_eq!(p.benefit.live_threads(), &[stays.0, again.0]);
     assert_eq!(p.part_of(again), Some(Part::Amps));
 }
