@@ -1688,10 +1688,72 @@ fn strict_amps_daemon(s: &Scratch, k: usize, comm: &str, extra: &[&str]) -> (Chi
     (daemon, stats)
 }
 
+/// A stop signal to `run` while the program's shell has just forked a child and a
+/// double-forked grandchild, before hetsched looked (it is held stopped meanwhile): both are
+/// caught up with before the restore and have their original masks once `run` is over, with
+/// the connector and without.
+#[test]
+fn children_made_just_before_a_stop_signal_get_their_masks_back() {
+    root_only!();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = Scratch::new("stop-children");
+    let all = all_cpus_list();
+    for (k, extra) in [&[][..], &["--no-connector"][..]].into_iter().enumerate() {
+        let [shell_file, go, child_file, orphan_file] =
+            ["shell", "go", "child", "orphan"].map(|n| s.path(&format!("{n}-{k}")));
+        let script = format!(
+            "echo $$ > {}; while [ ! -e {} ]; do sleep 0.02; done; sleep 30 & echo $! > {}; (sleep 30 & echo $! > {}); sleep 30",
+            shell_file.display(),
+            go.display(),
+            child_file.display(),
+            orphan_file.display()
+        );
+        let mut run = s
+            .run("amps", extra)
+            .args(["--", "sh", "-c", &script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        s.doom(run.id());
+        let shell = pid_in(&shell_file);
+        s.doom(shell);
+        assert!(
+            wait_until(Duration::from_secs(5), || mask_of(shell)
+                .is_some_and(|m| m != all)),
+            "{extra:?}: the shell was never pinned"
+        );
+        kill(run.id(), libc::SIGSTOP);
+        std::fs::write(&go, "").unwrap();
+        let (child, orphan) = (pid_in(&child_file), pid_in(&orphan_file));
+        s.doom(child);
+        s.doom(orphan);
+        assert_ne!(
+            mask_of(orphan).as_deref(),
+            Some(all.as_str()),
+            "{extra:?}: not pinned"
+        );
+        kill(run.id(), libc::SIGTERM);
+        kill(run.id(), libc::SIGCONT);
+        let _ = run.wait().unwrap();
+        for p in [child, orphan] {
+            assert_eq!(
+                mask_of(p).as_deref(),
+                Some(all.as_str()),
+                "{extra:?}: pid {p} ({shell} {child} {orphan})"
+            );
+            kill(p, libc::SIGKILL);
+        }
+    }
+}
+
 /// Under the daemon, with the connector and without, a managed shell's child (which matches no
 /// rule) and its double-forked grandchild belong to the shell's rule, and both have their
-/// original masks once the daemon stops (before, without the connector the child was left out
-/// and kept the shell's pin, and the grandchild kept it in both modes).
+/// original masks once the daemon stops, even when both were made just before the stop and the
+/// daemon had not looked yet (it is held stopped while the shell forks them: what is pending
+/// when the stop signal comes is caught up with before the restore).
 #[test]
 fn the_daemon_restores_the_children_of_managed_processes_in_both_tracking_modes() {
     root_only!();
@@ -1702,41 +1764,41 @@ fn the_daemon_restores_the_children_of_managed_processes_in_both_tracking_modes(
     let shell = own_shell(&s, "hsdfsh");
     let all = all_cpus_list();
     for (k, extra) in [&[][..], &["--no-connector"][..]].into_iter().enumerate() {
-        let (mut daemon, stats) = strict_amps_daemon(&s, k, "hsdfsh", extra);
-        let (child_file, orphan_file) = (
+        let (mut daemon, _stats) = strict_amps_daemon(&s, k, "hsdfsh", extra);
+        let (go, child_file, orphan_file) = (
+            s.path(&format!("go-{k}")),
             s.path(&format!("child-{k}")),
             s.path(&format!("orphan-{k}")),
         );
         let script = format!(
-            "echo $$ > {}; sleep 1; sleep 30 & echo $! > {}; (sleep 30 & echo $! > {}); sleep 30",
+            "echo $$ > {}; while [ ! -e {} ]; do sleep 0.02; done; sleep 30 & echo $! > {}; (sleep 30 & echo $! > {}); sleep 30",
             s.path(&format!("shell-{k}")).display(),
+            go.display(),
             child_file.display(),
             orphan_file.display()
         );
         let mut sh = Command::new(&shell).args(["-c", &script]).spawn().unwrap();
         let shell_pid = pid_in(&s.path(&format!("shell-{k}")));
-        let (child, orphan) = (pid_in(&child_file), pid_in(&orphan_file));
-        for p in [daemon.id(), shell_pid, child, orphan] {
-            s.doom(p);
-        }
-        // The shell, its child and its grandchild are all managed by the rule.
-        let live = || {
-            let out = Command::new(HETSCHED)
-                .args(["stats", "--json", "--socket"])
-                .arg(&stats)
-                .output()
-                .unwrap();
-            serde_json::from_slice::<Value>(&out.stdout)
-                .ok()
-                .and_then(|v| v["rules"][0]["threads_live"].as_u64())
-        };
+        s.doom(daemon.id());
+        s.doom(shell_pid);
+        // The shell is managed and pinned; then the daemon is held while the shell forks.
         assert!(
-            wait_until(Duration::from_secs(5), || live() >= Some(3)),
-            "{extra:?}: {:?} managed; masks {:?}",
-            live(),
-            [shell_pid, child, orphan].map(mask_of)
+            wait_until(Duration::from_secs(5), || mask_of(shell_pid)
+                .is_some_and(|m| m != all)),
+            "{extra:?}: the shell was never pinned"
+        );
+        kill(daemon.id(), libc::SIGSTOP);
+        std::fs::write(&go, "").unwrap();
+        let (child, orphan) = (pid_in(&child_file), pid_in(&orphan_file));
+        s.doom(child);
+        s.doom(orphan);
+        assert_ne!(
+            mask_of(orphan).as_deref(),
+            Some(all.as_str()),
+            "{extra:?}: not pinned"
         );
         kill(daemon.id(), libc::SIGTERM);
+        kill(daemon.id(), libc::SIGCONT);
         let status = daemon.wait().unwrap();
         let mut err = String::new();
         Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut err).unwrap();

@@ -485,9 +485,7 @@ pub fn run_daemon(mut config: DaemonConfig, s: DaemonSetup) -> Result<DaemonStat
     }
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     let final_stats = daemon.stats();
-    for r in &mut daemon.engines {
-        r.engine.finish();
-    }
+    daemon.stop();
     // The stats socket's file goes, if it is still ours (the hint socket's goes with `hints`).
     drop(stats_file);
     Ok(final_stats)
@@ -644,6 +642,35 @@ impl Daemon {
     /// engines' pins go to the tracker first, so that a process whose managed parent exited
     /// before it was seen is known by the mask it inherited.
     fn scan(&mut self, full: bool) {
+        self.give_pins();
+        if full {
+            self.tracker.scan(&mut self.changes);
+        } else {
+            self.tracker.periodic(&mut self.changes);
+        }
+        apply_changes(&mut self.changes, &mut self.engines);
+    }
+
+    /// Give every affinity back: first catch up with what happened since the last look (a child
+    /// a managed process forked a moment ago carries its pin), then restore, then give back the
+    /// masks of threads made in between by managed threads before their own restore.
+    fn stop(&mut self) {
+        self.give_pins();
+        self.tracker.catch_up(&mut self.changes);
+        apply_changes(&mut self.changes, &mut self.engines);
+        for r in &mut self.engines {
+            r.engine.finish();
+        }
+        let engines = &mut self.engines;
+        self.tracker.late_starts(&mut self.changes, |f| {
+            if let Some(r) = engines.get_mut(f.group) {
+                r.engine.restore_late(&f);
+            }
+        });
+    }
+
+    /// The engines' pins, to the tracker.
+    fn give_pins(&mut self) {
         let pins = self
             .engines
             .iter()
@@ -651,12 +678,6 @@ impl Daemon {
             .flat_map(|(g, r)| r.engine.pins().map(move |p| (g, p)))
             .collect();
         self.tracker.set_pins(pins);
-        if full {
-            self.tracker.scan(&mut self.changes);
-        } else {
-            self.tracker.periodic(&mut self.changes);
-        }
-        apply_changes(&mut self.changes, &mut self.engines);
     }
 
     /// The statistics now.

@@ -355,6 +355,22 @@ impl Session {
         }
     }
 
+    /// Give every affinity back: first catch up with what happened since the last look (a child
+    /// forked a moment ago carries its creator's pin), then restore, then give back the masks of
+    /// threads made in between by managed threads before their own restore.
+    fn finish(&mut self) -> EngineSummary {
+        self.tracker.catch_up(&mut self.changes);
+        self.apply_changes();
+        let mut summary = self.engine.finish();
+        let engine = &mut self.engine;
+        self.tracker.late_starts(&mut self.changes, |f| {
+            if engine.restore_late(&f) {
+                summary.restore.restored += 1;
+            }
+        });
+        summary
+    }
+
     /// SIGCHLD reaps the program; a stop signal restores every affinity at once and stops
     /// managing, and one sent by a process is passed on to the program.
     fn on_signals(&mut self, signals: &Signals) {
@@ -371,7 +387,7 @@ impl Session {
                     "signal {}: restoring affinities, no longer managing",
                     sig.signo
                 );
-                self.summary = Some(self.engine.finish());
+                self.summary = Some(self.finish());
             }
             if sig.from_process {
                 signals::send(self.root, sig.signo);
@@ -415,7 +431,7 @@ impl Session {
     ) -> RunReport {
         let engine_summary = match self.summary.take() {
             Some(s) => s,
-            None => self.engine.finish(),
+            None => self.finish(),
         };
         let wall_s = events.start().elapsed().as_secs_f64();
         let cpu_now = sys::process_cpu_s();

@@ -19,6 +19,9 @@ pub const FULL_SCAN_EVERY: u64 = 30;
 /// The longest command name the kernel keeps (`TASK_COMM_LEN` less its terminating zero).
 pub const MAX_COMM_BYTES: usize = 15;
 
+/// Looks for threads started during the restore at a stop ([`Tracker::late_starts`]).
+const LATE_LOOKS: usize = 4;
+
 /// A daemon rule's match: every field given must hold. Values that could never match, or would
 /// match every process, are refused when the configuration is read (the error names the line).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -222,6 +225,10 @@ pub struct Tracker {
     untouchable: HashSet<u32>,
     connector: Option<Connector>,
     events: Vec<ProcEvent>,
+    /// Children of managed processes already gone when their fork event was read, by rule, until
+    /// their exit event: what they forked before exiting (a double fork's grandchild) comes
+    /// after, and is theirs.
+    gone_children: HashMap<u32, usize>,
     /// Events received from the connector, and times it lost some.
     pub events_seen: u64,
     pub events_lost: u64,
@@ -261,6 +268,7 @@ impl Tracker {
             untouchable: HashSet::new(),
             connector,
             events: Vec::new(),
+            gone_children: HashMap::new(),
             events_seen: 0,
             events_lost: 0,
             scans: 0,
@@ -371,6 +379,8 @@ impl Tracker {
         let complete = c.drain(&mut self.events);
         if !complete {
             self.events_lost += 1;
+            // Their exit events may be among those lost; the scan that follows looks anew.
+            self.gone_children.clear();
         }
         self.events_seen += self.events.len() as u64;
         for ev in std::mem::take(&mut self.events) {
@@ -385,8 +395,13 @@ impl Tracker {
                     } else if !self.outside.contains_key(&child_pid) {
                         // A child of a managed process joins its parent's group before it can
                         // exit again unseen; anything else is looked at once.
-                        let group = match self.procs.get(&parent_pid) {
-                            Some(parent) if child_pid == child_tid => Some(parent.group),
+                        let parent_group = self
+                            .procs
+                            .get(&parent_pid)
+                            .map(|p| p.group)
+                            .or_else(|| self.gone_children.get(&parent_pid).copied());
+                        let group = match parent_group {
+                            Some(g) if child_pid == child_tid => Some(g),
                             _ => match self.classify(child_pid) {
                                 Some((_, Some(g))) => Some(g),
                                 Some((stat, None)) => {
@@ -397,7 +412,9 @@ impl Tracker {
                             },
                         };
                         if let Some(g) = group {
-                            self.add_process(child_pid, g, changes);
+                            if !self.add_process(child_pid, g, changes) {
+                                self.gone_children.insert(child_pid, g);
+                            }
                         }
                     }
                 }
@@ -409,11 +426,14 @@ impl Tracker {
                     if matches!(self.scope, Scope::Rules(_)) && !self.procs.contains_key(&pid) {
                         self.outside.remove(&pid);
                         if let Some((_, Some(group))) = self.classify(pid) {
-                            self.add_process(pid, group, changes);
+                            let _ = self.add_process(pid, group, changes);
                         }
                     }
                 }
-                ProcEvent::Exit { tid, .. } => {
+                ProcEvent::Exit { pid, tid } => {
+                    if pid == tid {
+                        self.gone_children.remove(&pid);
+                    }
                     if self.threads.remove(&tid).is_some() {
                         changes.exited.push(tid);
                     }
@@ -423,14 +443,46 @@ impl Tracker {
         !complete
     }
 
-    fn add_process(&mut self, pid: u32, group: usize, changes: &mut Changes) {
+    /// Everything that happened up to now, before the affinities are given back: the
+    /// connector's pending events (a full scan as well when it lost some), or without it a full
+    /// scan. A child a managed thread forked a moment ago carries its pin, and is restored with
+    /// the rest only if it is known by then.
+    pub fn catch_up(&mut self, changes: &mut Changes) {
+        let lost = self.take_events(changes);
+        if self.connector.is_none() || lost {
+            self.scan(changes);
+        }
+    }
+
+    /// After the engines gave every affinity back: the threads that managed ones started between
+    /// the last look and their own restore (they inherited a pin), each handed to `late`; looked
+    /// for again until a look finds none, at most [`LATE_LOOKS`] times (a thread started after
+    /// its creator's restore inherits the restored mask, so a few looks suffice).
+    pub fn late_starts(&mut self, changes: &mut Changes, mut late: impl FnMut(Found)) {
+        for _ in 0..LATE_LOOKS {
+            self.catch_up(changes);
+            changes.exited.clear();
+            changes.renamed.clear();
+            if changes.started.is_empty() {
+                return;
+            }
+            changes.sort();
+            for f in changes.started.drain(..) {
+                late(f);
+            }
+        }
+    }
+
+    /// Take process `pid` into rule `group` with its threads; false when it is gone already.
+    fn add_process(&mut self, pid: u32, group: usize, changes: &mut Changes) -> bool {
         let Some(stat) = self.proc.process_stat(pid) else {
-            return;
+            return false;
         };
         self.procs.insert(pid, ProcEntry::new(&stat, group));
         for tid in self.proc.tids(pid) {
             self.found_thread(pid, tid, group, changes);
         }
+        true
     }
 
     /// A thread of a managed process that the tracker has not seen yet (a hint may arrive before
@@ -449,7 +501,7 @@ impl Tracker {
             // A process of the scope not seen yet (its fork event may be on its way too).
             None => {
                 if let Some((_, Some(group))) = self.classify(pid) {
-                    self.add_process(pid, group, &mut changes);
+                    let _ = self.add_process(pid, group, &mut changes);
                 }
             }
         }
@@ -498,6 +550,10 @@ impl Tracker {
         }
         if sys::oversized(self.outside.capacity(), self.outside.len()) {
             self.outside.shrink_to_fit();
+            shrunk = true;
+        }
+        if sys::oversized(self.gone_children.capacity(), self.gone_children.len()) {
+            self.gone_children.shrink_to_fit();
             shrunk = true;
         }
         if sys::oversized(self.events.capacity(), self.events.len()) {

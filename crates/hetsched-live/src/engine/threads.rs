@@ -232,6 +232,39 @@ impl Engine {
         true
     }
 
+    /// A thread found after [`restore_all`](Self::restore_all) (its creator made it between the
+    /// last look and its own restore): if it carries a pin the engine set on its creator (a
+    /// thread of the same process, or its parent), it gets the creator's original mask, as the
+    /// creator did. Any other thread is left as it is. True when a mask was given back.
+    pub fn restore_late(&mut self, f: &Found) -> bool {
+        if self.manages(f.tid) {
+            return false;
+        }
+        let Ok(current) = sys::get_affinity(f.tid) else {
+            return false;
+        };
+        let packed = PackedMask::pack(&current);
+        let Some(original) = self
+            .slots
+            .iter()
+            .filter(|s| s.pid == f.pid || s.pid == f.ppid)
+            .map(|s| &s.original)
+            .find(|o| {
+                self.pins
+                    .iter()
+                    .any(|p| p.applied == packed && p.original == **o)
+            })
+            .map(PackedMask::unpack)
+        else {
+            return false;
+        };
+        let given = sys::set_affinity(f.tid, &original).is_ok();
+        if given {
+            self.restored.restored += 1;
+        }
+        given
+    }
+
     /// A thread is gone: the policy is told, what it did is folded into the totals, and its
     /// slot and id wait for the next new thread.
     pub fn remove(&mut self, tid: u32) {
