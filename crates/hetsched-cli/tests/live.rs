@@ -1688,6 +1688,61 @@ fn strict_amps_daemon(s: &Scratch, k: usize, comm: &str, extra: &[&str]) -> (Chi
     (daemon, stats)
 }
 
+/// A shell that forks a child and a double-forked grandchild on cue, for the stop tests: it
+/// writes its pid, waits for the file `go`, forks both (each pid written to a file) and sleeps.
+struct ForksOnCue {
+    shell: PathBuf,
+    go: PathBuf,
+    child: PathBuf,
+    orphan: PathBuf,
+}
+
+impl ForksOnCue {
+    /// The files of round `k`.
+    fn new(s: &Scratch, k: usize) -> Self {
+        let [shell, go, child, orphan] =
+            ["shell", "go", "child", "orphan"].map(|n| s.path(&format!("{n}-{k}")));
+        ForksOnCue {
+            shell,
+            go,
+            child,
+            orphan,
+        }
+    }
+
+    fn script(&self) -> String {
+        format!(
+            "echo $$ > {}; while [ ! -e {} ]; do sleep 0.02; done; sleep 30 & echo $! > {}; (sleep 30 & echo $! > {}); sleep 30",
+            self.shell.display(),
+            self.go.display(),
+            self.child.display(),
+            self.orphan.display()
+        )
+    }
+
+    /// Once the shell is pinned, hold `backend` stopped while the shell forks (the grandchild
+    /// inherits the pin), then send it SIGTERM and let it go on: the shell's, child's and
+    /// grandchild's pids.
+    fn fork_while_held(&self, s: &Scratch, backend: u32, all: &str, what: &str) -> [u32; 3] {
+        let shell = pid_in(&self.shell);
+        s.doom(shell);
+        assert!(
+            wait_until(Duration::from_secs(5), || mask_of(shell)
+                .is_some_and(|m| m != all)),
+            "{what}: the shell was never pinned"
+        );
+        kill(backend, libc::SIGSTOP);
+        std::fs::write(&self.go, "").unwrap();
+        let (child, orphan) = (pid_in(&self.child), pid_in(&self.orphan));
+        s.doom(child);
+        s.doom(orphan);
+        assert_ne!(mask_of(orphan).as_deref(), Some(all), "{what}: not pinned");
+        kill(backend, libc::SIGTERM);
+        kill(backend, libc::SIGCONT);
+        [shell, child, orphan]
+    }
+}
+
 /// A stop signal to `run` while the program's shell has just forked a child and a
 /// double-forked grandchild, before hetsched looked (it is held stopped meanwhile): both are
 /// caught up with before the restore and have their original masks once `run` is over, with
@@ -1701,50 +1756,24 @@ fn children_made_just_before_a_stop_signal_get_their_masks_back() {
     let s = Scratch::new("stop-children");
     let all = all_cpus_list();
     for (k, extra) in [&[][..], &["--no-connector"][..]].into_iter().enumerate() {
-        let [shell_file, go, child_file, orphan_file] =
-            ["shell", "go", "child", "orphan"].map(|n| s.path(&format!("{n}-{k}")));
-        let script = format!(
-            "echo $$ > {}; while [ ! -e {} ]; do sleep 0.02; done; sleep 30 & echo $! > {}; (sleep 30 & echo $! > {}); sleep 30",
-            shell_file.display(),
-            go.display(),
-            child_file.display(),
-            orphan_file.display()
-        );
+        let cue = ForksOnCue::new(&s, k);
         let mut run = s
             .run("amps", extra)
-            .args(["--", "sh", "-c", &script])
+            .args(["--", "sh", "-c", &cue.script()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
         s.doom(run.id());
-        let shell = pid_in(&shell_file);
-        s.doom(shell);
-        assert!(
-            wait_until(Duration::from_secs(5), || mask_of(shell)
-                .is_some_and(|m| m != all)),
-            "{extra:?}: the shell was never pinned"
-        );
-        kill(run.id(), libc::SIGSTOP);
-        std::fs::write(&go, "").unwrap();
-        let (child, orphan) = (pid_in(&child_file), pid_in(&orphan_file));
-        s.doom(child);
-        s.doom(orphan);
-        assert_ne!(
-            mask_of(orphan).as_deref(),
-            Some(all.as_str()),
-            "{extra:?}: not pinned"
-        );
-        kill(run.id(), libc::SIGTERM);
-        kill(run.id(), libc::SIGCONT);
+        let pids = cue.fork_while_held(&s, run.id(), &all, &format!("{extra:?}"));
         let _ = run.wait().unwrap();
-        for p in [child, orphan] {
+        for p in &pids[1..] {
             assert_eq!(
-                mask_of(p).as_deref(),
+                mask_of(*p).as_deref(),
                 Some(all.as_str()),
-                "{extra:?}: pid {p} ({shell} {child} {orphan})"
+                "{extra:?}: pid {p} of {pids:?}"
             );
-            kill(p, libc::SIGKILL);
+            kill(*p, libc::SIGKILL);
         }
     }
 }
@@ -1765,53 +1794,26 @@ fn the_daemon_restores_the_children_of_managed_processes_in_both_tracking_modes(
     let all = all_cpus_list();
     for (k, extra) in [&[][..], &["--no-connector"][..]].into_iter().enumerate() {
         let (mut daemon, _stats) = strict_amps_daemon(&s, k, "hsdfsh", extra);
-        let (go, child_file, orphan_file) = (
-            s.path(&format!("go-{k}")),
-            s.path(&format!("child-{k}")),
-            s.path(&format!("orphan-{k}")),
-        );
-        let script = format!(
-            "echo $$ > {}; while [ ! -e {} ]; do sleep 0.02; done; sleep 30 & echo $! > {}; (sleep 30 & echo $! > {}); sleep 30",
-            s.path(&format!("shell-{k}")).display(),
-            go.display(),
-            child_file.display(),
-            orphan_file.display()
-        );
-        let mut sh = Command::new(&shell).args(["-c", &script]).spawn().unwrap();
-        let shell_pid = pid_in(&s.path(&format!("shell-{k}")));
         s.doom(daemon.id());
-        s.doom(shell_pid);
-        // The shell is managed and pinned; then the daemon is held while the shell forks.
-        assert!(
-            wait_until(Duration::from_secs(5), || mask_of(shell_pid)
-                .is_some_and(|m| m != all)),
-            "{extra:?}: the shell was never pinned"
-        );
-        kill(daemon.id(), libc::SIGSTOP);
-        std::fs::write(&go, "").unwrap();
-        let (child, orphan) = (pid_in(&child_file), pid_in(&orphan_file));
-        s.doom(child);
-        s.doom(orphan);
-        assert_ne!(
-            mask_of(orphan).as_deref(),
-            Some(all.as_str()),
-            "{extra:?}: not pinned"
-        );
-        kill(daemon.id(), libc::SIGTERM);
-        kill(daemon.id(), libc::SIGCONT);
+        let cue = ForksOnCue::new(&s, k);
+        let mut sh = Command::new(&shell)
+            .args(["-c", &cue.script()])
+            .spawn()
+            .unwrap();
+        let pids = cue.fork_while_held(&s, daemon.id(), &all, &format!("{extra:?}"));
         let status = daemon.wait().unwrap();
         let mut err = String::new();
         Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut err).unwrap();
         assert!(status.success(), "{err}");
-        for p in [shell_pid, child, orphan] {
+        for p in pids {
             assert_eq!(
                 mask_of(p).as_deref(),
                 Some(all.as_str()),
-                "{extra:?}: pid {p} ({shell_pid} {child} {orphan})\n{err}"
+                "{extra:?}: pid {p} of {pids:?}\n{err}"
             );
         }
-        for p in [child, orphan] {
-            kill(p, libc::SIGKILL);
+        for p in &pids[1..] {
+            kill(*p, libc::SIGKILL);
         }
         let _ = sh.kill();
         let _ = sh.wait();
