@@ -635,8 +635,17 @@ fn hints_from_foreign_senders_are_rejected_and_malformed_ones_counted() {
     let log = String::from_utf8_lossy(&out.stderr);
     assert_eq!(r["hints"]["rejected"], 1, "{}\n{log}", r["hints"]);
     assert_eq!(r["hints"]["malformed"], 2, "{}\n{log}", r["hints"]);
-    // Two from the sharing program about its own threads, one from root.
-    assert_eq!(r["hints"]["accepted"], 3, "{}\n{log}", r["hints"]);
+    // Two from the sharing program about its own threads, one from root about a sleeper. A
+    // sharing thread may have ended by the time a busy machine lets hetsched read its hint
+    // (counted gone, as the docs say); the sleeper lives on, so root's is accepted.
+    let count = |k: &str| r["hints"][k].as_u64().unwrap_or(0);
+    assert_eq!(
+        count("accepted") + count("gone"),
+        3,
+        "{}\n{log}",
+        r["hints"]
+    );
+    assert!(count("accepted") >= 1, "{}\n{log}", r["hints"]);
 }
 
 #[test]
