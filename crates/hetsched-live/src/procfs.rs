@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 pub const PF_KTHREAD: u64 = 0x0020_0000;
 /// `PF_NO_SETAFFINITY`: the kernel forbids changing this thread's affinity.
 pub const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
+/// `PF_EXITING`: set at the start of `do_exit` (kernel/exit.c), before the task is a zombie.
+pub const PF_EXITING: u64 = 0x0000_0004;
 
 /// The fields of `/proc/<pid>/task/<tid>/stat` the backend uses (proc(5) numbering).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,9 +41,10 @@ impl TaskStat {
     pub fn is_untouchable(&self) -> bool {
         self.flags & (PF_KTHREAD | PF_NO_SETAFFINITY) != 0
     }
-    /// Exited but not yet reaped, or being torn down.
+    /// Exiting (`do_exit` has begun: a short-lived parent of a double fork is often caught
+    /// here), exited but not yet reaped, or being torn down.
     pub fn is_dead(&self) -> bool {
-        matches!(self.state, 'Z' | 'X' | 'x')
+        matches!(self.state, 'Z' | 'X' | 'x') || self.flags & PF_EXITING != 0
     }
 }
 

@@ -229,6 +229,8 @@ pub struct Tracker {
     /// their exit event: what they forked before exiting (a double fork's grandchild) comes
     /// after, and is theirs.
     gone_children: HashMap<u32, usize>,
+    /// Events were lost since the last scan: it drops every managed process gone from /proc.
+    reconcile: bool,
     /// Events received from the connector, and times it lost some.
     pub events_seen: u64,
     pub events_lost: u64,
@@ -269,6 +271,7 @@ impl Tracker {
             connector,
             events: Vec::new(),
             gone_children: HashMap::new(),
+            reconcile: false,
             events_seen: 0,
             events_lost: 0,
             scans: 0,
@@ -381,6 +384,7 @@ impl Tracker {
             self.events_lost += 1;
             // Their exit events may be among those lost; the scan that follows looks anew.
             self.gone_children.clear();
+            self.reconcile = true;
         }
         self.events_seen += self.events.len() as u64;
         for ev in std::mem::take(&mut self.events) {
@@ -390,31 +394,32 @@ impl Tracker {
                     child_pid,
                     child_tid,
                 } => {
+                    // A child of a managed process (or of one already gone) joins its parent's
+                    // group before it can exit again unseen, even if a scan that ran ahead of
+                    // this event took it for an outsider (its parent gone, it looked like an
+                    // orphan); anything else is looked at once.
+                    let parent_group = self
+                        .procs
+                        .get(&parent_pid)
+                        .map(|p| p.group)
+                        .or_else(|| self.gone_children.get(&parent_pid).copied())
+                        .filter(|_| child_pid == child_tid);
                     if let Some(e) = self.procs.get(&child_pid).copied() {
                         self.found_thread(child_pid, child_tid, e.group, changes);
+                    } else if let Some(g) = parent_group {
+                        self.outside.remove(&child_pid);
+                        if !self.add_process(child_pid, g, changes) {
+                            self.gone_children.insert(child_pid, g);
+                        }
                     } else if !self.outside.contains_key(&child_pid) {
-                        // A child of a managed process joins its parent's group before it can
-                        // exit again unseen; anything else is looked at once.
-                        let parent_group = self
-                            .procs
-                            .get(&parent_pid)
-                            .map(|p| p.group)
-                            .or_else(|| self.gone_children.get(&parent_pid).copied());
-                        let group = match parent_group {
-                            Some(g) if child_pid == child_tid => Some(g),
-                            _ => match self.classify(child_pid) {
-                                Some((_, Some(g))) => Some(g),
-                                Some((stat, None)) => {
-                                    self.outside.insert(child_pid, stat.start_ticks);
-                                    None
-                                }
-                                None => None,
-                            },
-                        };
-                        if let Some(g) = group {
-                            if !self.add_process(child_pid, g, changes) {
-                                self.gone_children.insert(child_pid, g);
+                        match self.classify(child_pid) {
+                            Some((_, Some(g))) => {
+                                let _ = self.add_process(child_pid, g, changes);
                             }
+                            Some((stat, None)) => {
+                                self.outside.insert(child_pid, stat.start_ticks);
+                            }
+                            None => {}
                         }
                     }
                 }
@@ -432,7 +437,9 @@ impl Tracker {
                 }
                 ProcEvent::Exit { pid, tid } => {
                     if pid == tid {
+                        // Its fork events all came before this one.
                         self.gone_children.remove(&pid);
+                        self.procs.remove(&pid);
                     }
                     if self.threads.remove(&tid).is_some() {
                         changes.exited.push(tid);
@@ -572,6 +579,13 @@ impl Tracker {
 
     fn scan_inner(&mut self, changes: &mut Changes, full: bool) {
         self.scans += 1;
+        // With the connector, the events queued so far first: a process is then listed below
+        // only with its creator known (a scan that ran ahead of a fork event took the child of a
+        // double fork, its parent gone, for an orphan outside the scope).
+        let by_events = match self.connector {
+            Some(_) => !self.take_events(changes) && !std::mem::take(&mut self.reconcile),
+            None => false,
+        };
         let pids = match self.proc.pids() {
             Ok(p) => p,
             Err(e) => {
@@ -581,14 +595,24 @@ impl Tracker {
         };
         let alive: HashSet<u32> = pids.iter().copied().collect();
         // Processes gone, or replaced by another with the same id; the others' thread counts.
+        // While the connector's stream is complete a managed process leaves at its exit event,
+        // which comes after every fork event of its (one of which may still be queued), so an
+        // exiting or vanished one stays until then; a reused id leaves at once.
         let mut counts: HashMap<u32, u32> = HashMap::with_capacity(self.procs.len());
         let proc = &self.proc;
         self.procs.retain(|pid, e| {
-            alive.contains(pid)
-                && proc.process_stat(*pid).is_some_and(|s| {
+            let stat = alive
+                .contains(pid)
+                .then(|| proc.process_stat(*pid))
+                .flatten();
+            match stat {
+                Some(s) if s.start_ticks == e.start_ticks => {
                     counts.insert(*pid, s.num_threads);
-                    s.start_ticks == e.start_ticks && !s.is_dead()
-                })
+                    !s.is_dead() || by_events
+                }
+                Some(_) => false,
+                None => by_events,
+            }
         });
         self.outside.retain(|pid, _| alive.contains(pid));
         // New processes: parents before children, so one pass finds a whole new subtree.

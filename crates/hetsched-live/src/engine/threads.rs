@@ -57,11 +57,8 @@ impl Engine {
         let packed = PackedMask::pack(&current);
         // A process whose creator is gone (a double fork: the parent exits right after the fork,
         // often before the child is seen) is known by the pin it carries instead.
-        let creator = self.slots.iter().find(|s| {
-            s.alive && (s.pid == f.pid || s.pid == f.ppid) && s.applied.as_ref() == Some(&packed)
-        });
-        let (original, inherited) = match creator {
-            Some(c) => (c.original.unpack(), true),
+        let (original, inherited) = match self.creator_original(&f, &packed) {
+            Some(o) => (o, true),
             None => match self.orphan_original(&f, &packed) {
                 Some(o) => (o, true),
                 None => (current, false),
@@ -232,10 +229,12 @@ impl Engine {
         true
     }
 
-    /// A thread found after [`restore_all`](Self::restore_all) (its creator made it between the
-    /// last look and its own restore): if it carries a pin the engine set on its creator (a
-    /// thread of the same process, or its parent), it gets the creator's original mask, as the
-    /// creator did. Any other thread is left as it is. True when a mask was given back.
+    /// A thread the tracker found in scope after [`restore_all`](Self::restore_all) (a managed
+    /// thread made it between the last look and its own restore): if it carries a pin the engine
+    /// set, it gets the original mask behind it, as its creator did: its creator's (a thread of
+    /// the same process, or its parent) when the engine knew the creator, else, for a process
+    /// whose parent exited at once (a double fork's grandchild), that of the pin held when it
+    /// started. Any other thread is left as it is. True when a mask was given back.
     pub fn restore_late(&mut self, f: &Found) -> bool {
         if self.manages(f.tid) {
             return false;
@@ -245,16 +244,8 @@ impl Engine {
         };
         let packed = PackedMask::pack(&current);
         let Some(original) = self
-            .slots
-            .iter()
-            .filter(|s| s.pid == f.pid || s.pid == f.ppid)
-            .map(|s| &s.original)
-            .find(|o| {
-                self.pins
-                    .iter()
-                    .any(|p| p.applied == packed && p.original == **o)
-            })
-            .map(PackedMask::unpack)
+            .creator_original(f, &packed)
+            .or_else(|| self.pin_original(&packed, f.start_ticks))
         else {
             return false;
         };
@@ -386,11 +377,35 @@ impl Engine {
         if !parent_gone {
             return None;
         }
+        self.pin_original(current, f.start_ticks)
+    }
+
+    /// The original mask of the creator of `f` (a thread of its process, or its parent) when `f`
+    /// carries a mask the engine set on that creator: the one it holds now, or one it held when
+    /// `f` started (the creator may have been placed again since, before `f` was seen).
+    fn creator_original(&self, f: &Found, current: &PackedMask) -> Option<OsMask> {
+        self.slots
+            .iter()
+            .filter(|s| s.pid == f.pid || s.pid == f.ppid)
+            .find(|s| {
+                (s.alive && s.applied.as_ref() == Some(current))
+                    || self.pins.iter().any(|p| {
+                        p.applied == *current
+                            && p.original == s.original
+                            && self.window(p).covers(f.start_ticks)
+                    })
+            })
+            .map(|s| s.original.unpack())
+    }
+
+    /// The original mask behind pin `current` for a thread started at `start_ticks`: of the pins
+    /// the engine set with that mask and held when it started, the one held last.
+    fn pin_original(&self, current: &PackedMask, start_ticks: u64) -> Option<OsMask> {
         self.pins
             .iter()
             .filter(|p| p.applied == *current)
             .map(|p| (p, self.window(p)))
-            .filter(|(_, w)| w.covers(f.start_ticks))
+            .filter(|(_, w)| w.covers(start_ticks))
             .max_by_key(|(_, w)| w.until_ticks)
             .map(|(p, _)| p.original.unpack())
     }
