@@ -1799,14 +1799,8 @@ fn fork_storm_script(pids: &Path) -> String {
 /// After a fork storm: the shell is killed, and the pids in `pids` (the shell's descendants)
 /// whose mask is not `all` are returned, each with its mask; every one is killed.
 fn storm_left_pinned(s: &Scratch, pids: &Path, all: &str) -> Vec<(u32, String)> {
-    let listed: Vec<u32> = std::fs::read_to_string(pids)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
-    if let Some(&shell) = listed.first() {
-        kill(shell, libc::SIGKILL);
-    }
+    let listed = tids(pids, 1);
+    kill(listed[0], libc::SIGKILL);
     std::thread::sleep(Duration::from_millis(50));
     let pinned = listed[1..]
         .iter()

@@ -583,7 +583,11 @@ impl Tracker {
         // only with its creator known (a scan that ran ahead of a fork event took the child of a
         // double fork, its parent gone, for an orphan outside the scope).
         let by_events = match self.connector {
-            Some(_) => !self.take_events(changes) && !std::mem::take(&mut self.reconcile),
+            // Events lost, now or since the last scan, set `reconcile`.
+            Some(_) => {
+                let _ = self.take_events(changes);
+                !std::mem::take(&mut self.reconcile)
+            }
             None => false,
         };
         let pids = match self.proc.pids() {
